@@ -1,0 +1,15 @@
+//! Hardware formats, declared once: PCI configuration space, the GPU
+//! registers the stack reads, RM class numbers and the chip table. This
+//! crate is pure data and decoding; it performs no I/O, holds no state and
+//! calls nothing else in the workspace. Every other crate takes its numbers
+//! from here, and the tests in `tests/` pin them to NVIDIA's headers (the
+//! project oracle, copied in part under `tests/data/`).
+
+pub mod chip;
+pub mod class;
+pub mod pci;
+pub mod regs;
+
+pub use chip::{Chip, ChipIdentity};
+pub use regs::{Field, RegisterDesc};
+pub mod gpfifo;

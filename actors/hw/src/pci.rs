@@ -1,0 +1,78 @@
+//! PCI configuration space, as the PCI Local Bus specification lays it out.
+
+/// NVIDIA's PCI vendor id.
+pub const VENDOR_NVIDIA: u16 = 0x10DE;
+
+/// Configuration-space offsets.
+pub mod offset {
+    pub const VENDOR_ID: u16 = 0x00;
+    pub const DEVICE_ID: u16 = 0x02;
+    pub const COMMAND: u16 = 0x04;
+    pub const REVISION_AND_CLASS: u16 = 0x08;
+    /// BAR n lives at `BAR0 + 4 * n`.
+    pub const BAR0: u16 = 0x10;
+}
+
+/// Size of the configuration space a PCIe function exposes.
+pub const CONFIG_SPACE_BYTES: usize = 4096;
+
+/// The 16-bit command register (offset 0x04).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Command(pub u16);
+
+impl Command {
+    pub const IO_SPACE: u16 = 1 << 0;
+    pub const MEMORY_SPACE: u16 = 1 << 1;
+    /// Lets the device master the bus (DMA). Cleared on every exit so a
+    /// firmware that keeps running cannot write into host pages the OS
+    /// reuses.
+    pub const BUS_MASTER: u16 = 1 << 2;
+
+    pub fn bus_master(self) -> bool {
+        self.0 & Self::BUS_MASTER != 0
+    }
+
+    pub fn with_bus_master(self, on: bool) -> Command {
+        if on {
+            Command(self.0 | Self::BUS_MASTER)
+        } else {
+            Command(self.0 & !Self::BUS_MASTER)
+        }
+    }
+
+    pub fn with_memory_space(self) -> Command {
+        Command(self.0 | Self::MEMORY_SPACE)
+    }
+}
+
+/// Width of a configuration access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Width {
+    U8,
+    U16,
+    U32,
+}
+
+impl Width {
+    pub fn bytes(self) -> usize {
+        match self {
+            Width::U8 => 1,
+            Width::U16 => 2,
+            Width::U32 => 4,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_master_is_bit_2() {
+        let c = Command(0x0006);
+        assert!(c.bus_master());
+        assert_eq!(c.with_bus_master(false), Command(0x0002));
+        assert_eq!(Command(0).with_bus_master(true).0, 0x0004);
+        assert_eq!(Command(0).with_memory_space().0, 0x0002);
+    }
+}

@@ -1,0 +1,136 @@
+//! GPU registers (BAR0 offsets) with their bit fields. NVIDIA's register
+//! names are kept verbatim so they can be searched for in NVIDIA's headers.
+#![allow(non_camel_case_types)]
+
+/// A bit field `hi:lo` (inclusive) of a 32-bit register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub name: &'static str,
+    pub hi: u32,
+    pub lo: u32,
+}
+
+impl Field {
+    pub const fn mask(self) -> u32 {
+        let width = self.hi - self.lo + 1;
+        if width == 32 {
+            u32::MAX
+        } else {
+            ((1u32 << width) - 1) << self.lo
+        }
+    }
+
+    pub const fn get(self, value: u32) -> u32 {
+        (value & self.mask()) >> self.lo
+    }
+
+    pub const fn set(self, value: u32, field: u32) -> u32 {
+        (value & !self.mask()) | ((field << self.lo) & self.mask())
+    }
+}
+
+/// What the oracle test walks: one entry per declared register.
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterDesc {
+    pub name: &'static str,
+    pub addr: u32,
+    pub fields: &'static [Field],
+}
+
+macro_rules! registers {
+    (
+        $(
+            $(#[$meta:meta])*
+            $name:ident @ $addr:literal { $( $field:ident : $hi:literal : $lo:literal ),* $(,)? }
+        )+
+    ) => {
+        $(
+            $(#[$meta])*
+            #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+            pub struct $name(pub u32);
+
+            impl $name {
+                pub const ADDR: u32 = $addr;
+                pub const FIELDS: &'static [Field] = &[
+                    $( Field { name: stringify!($field), hi: $hi, lo: $lo }, )*
+                ];
+                $(
+                    #[allow(dead_code)]
+                    pub const fn $field(self) -> u32 {
+                        Field { name: stringify!($field), hi: $hi, lo: $lo }.get(self.0)
+                    }
+                )*
+            }
+
+            const _: () = {
+                $( assert!($hi >= $lo && $hi < 32, "field range out of order or too wide"); )*
+            };
+        )+
+
+        /// Every register declared in this module.
+        pub const ALL: &[RegisterDesc] = &[
+            $( RegisterDesc { name: stringify!($name), addr: $addr, fields: $name::FIELDS }, )+
+        ];
+    };
+}
+
+registers! {
+    /// Chip identification, legacy layout; nova-core uses it to reject
+    /// pre-Fermi chips, then trusts BOOT_42.
+    NV_PMC_BOOT_0 @ 0x0000_0000 {
+        minor_revision: 3:0,
+        major_revision: 7:4,
+        architecture_1: 8:8,
+        implementation: 23:20,
+        architecture_0: 28:24,
+    }
+    /// Chip identification: architecture and implementation name the chip.
+    NV_PMC_BOOT_42 @ 0x0000_0A00 {
+        minor_extended_revision: 11:8,
+        minor_revision: 15:12,
+        major_revision: 19:16,
+        implementation: 23:20,
+        architecture: 29:24,
+        chip_id: 29:20,
+    }
+    /// Usable VRAM in MiB (RM calls this alias NV_USABLE_FB_SIZE_IN_MB);
+    /// the whole register is the value.
+    NV_PGC6_AON_SECURE_SCRATCH_GROUP_42 @ 0x0011_83A4 {}
+    /// Non-zero `val` means a WPR2 region exists: firmware was booted on this
+    /// power cycle and a reset must come before another boot.
+    NV_PFB_PRI_MMU_WPR2_ADDR_HI @ 0x001F_A828 {
+        val: 31:4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_get_and_set_round_trip() {
+        let f = Field {
+            name: "x",
+            hi: 29,
+            lo: 24,
+        };
+        assert_eq!(f.mask(), 0x3F00_0000);
+        let v = f.set(0xFFFF_FFFF, 0x1B);
+        assert_eq!(f.get(v), 0x1B);
+        assert_eq!(v & !f.mask(), !f.mask());
+        let whole = Field {
+            name: "all",
+            hi: 31,
+            lo: 0,
+        };
+        assert_eq!(whole.get(0xDEAD_BEEF), 0xDEAD_BEEF);
+    }
+
+    #[test]
+    fn boot_42_decodes_gb202() {
+        let b = NV_PMC_BOOT_42(0x1B20_00A1);
+        assert_eq!(b.architecture(), 0x1B);
+        assert_eq!(b.implementation(), 2);
+        assert_eq!(b.chip_id(), 0x1B2);
+    }
+}

@@ -1,0 +1,67 @@
+//! Pins every register, field and number this crate declares to NVIDIA's
+//! headers, through the part of the project oracle copied into tests/data.
+
+use macuda_hw::{chip::architecture, class, regs};
+use serde_json::Value;
+
+fn oracle() -> Value {
+    serde_json::from_str(include_str!("data/oracle-subset.json")).expect("oracle subset parses")
+}
+
+#[test]
+fn registers_match_the_oracle() {
+    let o = oracle();
+    let mut checked_fields = 0;
+    for reg in regs::ALL {
+        let entry = &o["registers"][reg.name];
+        assert!(
+            entry.is_object(),
+            "{} missing from the oracle subset",
+            reg.name
+        );
+        assert_eq!(
+            entry["addr"].as_u64(),
+            Some(u64::from(reg.addr)),
+            "{} address",
+            reg.name
+        );
+        for f in reg.fields {
+            // The oracle writes register fields as [lo, hi].
+            let range = &entry["fields"][f.name];
+            assert_eq!(
+                (range[0].as_u64(), range[1].as_u64()),
+                (Some(u64::from(f.lo)), Some(u64::from(f.hi))),
+                "{}.{}",
+                reg.name,
+                f.name
+            );
+            checked_fields += 1;
+        }
+    }
+    assert!(checked_fields >= 12, "only {checked_fields} fields checked");
+}
+
+#[test]
+fn classes_match_the_oracle() {
+    let o = oracle();
+    for (name, value) in class::ALL {
+        assert_eq!(
+            o["constants"][name].as_u64(),
+            Some(u64::from(*value)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn architectures_match_the_oracle() {
+    let o = oracle();
+    for (name, value) in architecture::ALL {
+        let key = format!("NV_PMC_BOOT_42_ARCHITECTURE_{name}");
+        assert_eq!(
+            o["constants"][&key].as_u64(),
+            Some(u64::from(*value)),
+            "{key}"
+        );
+    }
+}

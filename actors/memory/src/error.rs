@@ -1,0 +1,35 @@
+use crate::range::RangeError;
+use macuda_core::{ActorError, ActorFault, Severity};
+use macuda_gsp::GspError;
+use macuda_pci::PciError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("actor call failed")]
+    Actor(#[from] ActorError),
+    #[error("gsp request failed")]
+    Gsp(#[source] GspError),
+    #[error("pci request failed")]
+    Pci(#[source] PciError),
+    #[error("VRAM: {0}")]
+    Vram(#[source] RangeError),
+    #[error("GPU virtual addresses: {0}")]
+    VirtualAddress(#[source] RangeError),
+    #[error("the card's {vram_bytes} bytes of VRAM do not cover the {reserve_bytes}-byte firmware reserve")]
+    VramTooSmall { vram_bytes: u64, reserve_bytes: u64 },
+    #[error("could not start the memory actor thread")]
+    Spawn(#[source] std::io::Error),
+}
+
+impl ActorFault for MemoryError {
+    fn severity(&self) -> Severity {
+        match self {
+            MemoryError::Actor(ActorError::Injected { .. }) => Severity::Fatal,
+            MemoryError::Actor(_) | MemoryError::Gsp(_) | MemoryError::Pci(_) => {
+                Severity::Downstream
+            }
+            MemoryError::Vram(_) | MemoryError::VirtualAddress(_) => Severity::Recoverable,
+            MemoryError::VramTooSmall { .. } | MemoryError::Spawn(_) => Severity::Fatal,
+        }
+    }
+}

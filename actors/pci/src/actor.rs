@@ -1,0 +1,169 @@
+use crate::error::PciError;
+use crate::transport::{enable_bus_master, BarInfo, DmaRegion, Opener, Transport};
+use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
+use macuda_hw::pci::{offset, Width, VENDOR_NVIDIA};
+use macuda_hw::regs::{NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PMC_BOOT_0, NV_PMC_BOOT_42};
+use macuda_hw::ChipIdentity;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// What the card says it is, read without booting it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PciIdentity {
+    pub backend: String,
+    pub vendor: u16,
+    pub device: u16,
+    pub revision_and_class: u32,
+    pub bars: Vec<BarInfo>,
+    pub chip: ChipIdentity,
+    /// WPR2 is up: GSP firmware already ran on this power cycle.
+    pub firmware_resident: bool,
+}
+
+/// BAR1 of this size means CPU-visible VRAM is scarce (Thunderbolt).
+const SMALL_BAR1_BYTES: u64 = 256 << 20;
+
+impl PciIdentity {
+    pub fn small_bar(&self) -> bool {
+        self.bars
+            .iter()
+            .any(|b| b.index == 1 && b.bytes <= SMALL_BAR1_BYTES)
+    }
+}
+
+/// Counts of what went through the actor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PciStats {
+    pub config_reads: u64,
+    pub config_writes: u64,
+    pub mmio_reads: u64,
+    pub mmio_writes: u64,
+    pub doorbells: u64,
+    pub dma_allocations: u64,
+    pub refusals: u64,
+}
+
+actor_protocol! {
+    /// The PCI actor's handle.
+    pub handle PciHandle;
+    request PciRequest;
+    service PciService;
+    error PciError;
+    Identify => fn identify() -> PciIdentity;
+    ConfigRead => fn config_read(offset: u16, width: Width) -> u32;
+    ConfigWrite => fn config_write(offset: u16, width: Width, value: u32) -> ();
+    MmioRead32 => fn mmio_read32(offset: u64) -> u32;
+    MmioWrite32 => fn mmio_write32(offset: u64, value: u32) -> ();
+    Doorbell => fn doorbell(token: u32) -> ();
+    AllocDma => fn alloc_dma(bytes: u64) -> DmaRegion;
+    Stats => fn stats() -> PciStats;
+}
+
+struct PciActor {
+    transport: Box<dyn Transport>,
+    stats: PciStats,
+}
+
+impl PciActor {
+    fn count_refusal<T>(&mut self, r: Result<T, PciError>) -> Result<T, PciError> {
+        if matches!(&r, Err(e) if e.is_refusal()) {
+            self.stats.refusals += 1;
+        }
+        r
+    }
+}
+
+/// Read the identification of a card over any transport, without booting it.
+///
+/// # Errors
+/// Transport failures, or a vendor other than NVIDIA.
+pub fn read_identity(t: &mut dyn Transport) -> Result<PciIdentity, PciError> {
+    // CAST: 16-bit config reads fit in u16.
+    let vendor = (t.config_read(offset::VENDOR_ID, Width::U16)? & 0xFFFF) as u16;
+    let device = (t.config_read(offset::DEVICE_ID, Width::U16)? & 0xFFFF) as u16;
+    if vendor != VENDOR_NVIDIA {
+        return Err(PciError::NotNvidia { vendor, device });
+    }
+    let revision_and_class = t.config_read(offset::REVISION_AND_CLASS, Width::U32)?;
+    let bars = t.bars()?;
+    let boot_0 = t.mmio_read32(u64::from(NV_PMC_BOOT_0::ADDR))?;
+    let boot_42 = t.mmio_read32(u64::from(NV_PMC_BOOT_42::ADDR))?;
+    let wpr2 =
+        NV_PFB_PRI_MMU_WPR2_ADDR_HI(t.mmio_read32(u64::from(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR))?);
+    Ok(PciIdentity {
+        backend: t.backend().to_string(),
+        vendor,
+        device,
+        revision_and_class,
+        bars,
+        chip: ChipIdentity::decode(boot_0, boot_42),
+        firmware_resident: wpr2.val() != 0,
+    })
+}
+
+impl PciService for PciActor {
+    fn identify(&mut self) -> Result<PciIdentity, PciError> {
+        self.stats.config_reads += 3;
+        self.stats.mmio_reads += 3;
+        read_identity(self.transport.as_mut())
+    }
+
+    fn config_read(&mut self, offset: u16, width: Width) -> Result<u32, PciError> {
+        self.stats.config_reads += 1;
+        self.transport.config_read(offset, width)
+    }
+
+    fn config_write(&mut self, offset: u16, width: Width, value: u32) -> Result<(), PciError> {
+        self.stats.config_writes += 1;
+        self.transport.config_write(offset, width, value)
+    }
+
+    fn mmio_read32(&mut self, offset: u64) -> Result<u32, PciError> {
+        self.stats.mmio_reads += 1;
+        self.transport.mmio_read32(offset)
+    }
+
+    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), PciError> {
+        self.stats.mmio_writes += 1;
+        self.transport.mmio_write32(offset, value)
+    }
+
+    fn doorbell(&mut self, token: u32) -> Result<(), PciError> {
+        self.stats.doorbells += 1;
+        let r = self.transport.doorbell(token);
+        self.count_refusal(r)
+    }
+
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError> {
+        self.stats.dma_allocations += 1;
+        let r = self.transport.alloc_dma(bytes);
+        self.count_refusal(r)
+    }
+
+    fn stats(&mut self) -> Result<PciStats, PciError> {
+        Ok(self.stats)
+    }
+}
+
+/// Open a connection through `opener`, turn on memory decoding and bus
+/// mastering (every boot starts so), and start the actor that owns it.
+///
+/// # Errors
+/// When the card cannot be opened, is not NVIDIA's, or the thread cannot start.
+pub fn spawn(
+    config: ActorConfig,
+    opener: &Arc<dyn Opener>,
+) -> Result<(PciHandle, ActorJoin), PciError> {
+    let mut transport = opener.open()?;
+    read_identity(transport.as_mut())?;
+    enable_bus_master(transport.as_mut())?;
+    let mut actor = PciActor {
+        transport,
+        stats: PciStats::default(),
+    };
+    let (handle, join) = macuda_core::spawn(config, move |req: PciRequest, cx| {
+        req.dispatch(&mut actor, cx)
+    })
+    .map_err(PciError::Io)?;
+    Ok((PciHandle::new(handle), join))
+}

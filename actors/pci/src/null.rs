@@ -1,0 +1,352 @@
+//! The null device: a card that exists only as identification. It answers
+//! configuration space and the identification registers as a GB202 with
+//! 32 GiB, records every write and reset it receives (so tests can check
+//! what recovery really did to the "card"), and refuses DMA and submission.
+
+use crate::error::PciError;
+use crate::transport::{BarInfo, DmaRegion, Opener, Transport};
+use macuda_hw::pci::{offset, Width, CONFIG_SPACE_BYTES, VENDOR_NVIDIA};
+use macuda_hw::regs::{
+    NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
+};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// What the null card claims to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NullProfile {
+    pub device_id: u16,
+    pub revision_and_class: u32,
+    pub boot_0: u32,
+    pub boot_42: u32,
+    pub vram_mib: u32,
+    pub bars: Vec<BarInfo>,
+}
+
+const MIB: u64 = 1 << 20;
+
+impl NullProfile {
+    /// An RTX 5090 (GB202, 32 GiB) behind a small (256 MiB) BAR1, as over
+    /// Thunderbolt.
+    pub fn gb202() -> NullProfile {
+        NullProfile {
+            device_id: 0x2B85,
+            // Class 0x030000 (VGA display controller), revision 0xA1.
+            revision_and_class: 0x0300_00A1,
+            boot_0: 0x1B20_00A1,
+            boot_42: 0x1B2A_1000,
+            vram_mib: 32 * 1024,
+            bars: vec![
+                BarInfo {
+                    index: 0,
+                    bytes: 64 * MIB,
+                },
+                BarInfo {
+                    index: 1,
+                    bytes: 256 * MIB,
+                },
+                BarInfo {
+                    index: 3,
+                    bytes: 32 * MIB,
+                },
+            ],
+        }
+    }
+}
+
+/// Something a connection did to the card.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CardEvent {
+    Opened {
+        connection: u32,
+    },
+    ConfigWrite {
+        connection: u32,
+        offset: u16,
+        width: Width,
+        value: u32,
+    },
+    MmioWrite {
+        connection: u32,
+        offset: u64,
+        value: u32,
+    },
+    FunctionReset {
+        connection: u32,
+    },
+}
+
+struct CardState {
+    config: Vec<u8>,
+    events: Vec<CardEvent>,
+    connections: u32,
+}
+
+/// The card itself, shared by every connection opened to it; tests hold it
+/// to read back what was done to it.
+pub struct NullCard {
+    profile: NullProfile,
+    state: Mutex<CardState>,
+}
+
+impl NullCard {
+    pub fn new(profile: NullProfile) -> Arc<NullCard> {
+        let mut config = vec![0u8; CONFIG_SPACE_BYTES];
+        put(
+            &mut config,
+            offset::VENDOR_ID,
+            Width::U16,
+            u32::from(VENDOR_NVIDIA),
+        );
+        put(
+            &mut config,
+            offset::DEVICE_ID,
+            Width::U16,
+            u32::from(profile.device_id),
+        );
+        put(
+            &mut config,
+            offset::REVISION_AND_CLASS,
+            Width::U32,
+            profile.revision_and_class,
+        );
+        Arc::new(NullCard {
+            profile,
+            state: Mutex::new(CardState {
+                config,
+                events: Vec::new(),
+                connections: 0,
+            }),
+        })
+    }
+
+    pub fn profile(&self) -> &NullProfile {
+        &self.profile
+    }
+
+    /// Everything done to the card so far, in order.
+    pub fn events(&self) -> Vec<CardEvent> {
+        self.state.lock().events.clone()
+    }
+
+    /// The command register as it stands.
+    pub fn command(&self) -> u16 {
+        // CAST: a 16-bit field read.
+        (get(&self.state.lock().config, offset::COMMAND, Width::U16) & 0xFFFF) as u16
+    }
+
+    fn record(&self, event: CardEvent) {
+        self.state.lock().events.push(event);
+    }
+}
+
+fn put(config: &mut [u8], at: u16, width: Width, value: u32) {
+    let at = usize::from(at);
+    let bytes = value.to_le_bytes();
+    config[at..at + width.bytes()].copy_from_slice(&bytes[..width.bytes()]);
+}
+
+fn get(config: &[u8], at: u16, width: Width) -> u32 {
+    let at = usize::from(at);
+    let mut bytes = [0u8; 4];
+    bytes[..width.bytes()].copy_from_slice(&config[at..at + width.bytes()]);
+    u32::from_le_bytes(bytes)
+}
+
+fn check_range(at: u16, width: Width) -> Result<(), PciError> {
+    if usize::from(at) + width.bytes() > CONFIG_SPACE_BYTES || usize::from(at) % width.bytes() != 0
+    {
+        return Err(PciError::ConfigOutOfRange {
+            offset: at,
+            width: width.bytes(),
+        });
+    }
+    Ok(())
+}
+
+/// Opens connections to one null card.
+pub struct NullOpener {
+    card: Arc<NullCard>,
+}
+
+impl NullOpener {
+    pub fn new(card: Arc<NullCard>) -> NullOpener {
+        NullOpener { card }
+    }
+
+    pub fn gb202() -> NullOpener {
+        NullOpener::new(NullCard::new(NullProfile::gb202()))
+    }
+
+    pub fn card(&self) -> &Arc<NullCard> {
+        &self.card
+    }
+}
+
+impl Opener for NullOpener {
+    fn describe(&self) -> String {
+        "null (no transport)".to_string()
+    }
+
+    fn open(&self) -> Result<Box<dyn Transport>, PciError> {
+        let connection = {
+            let mut s = self.card.state.lock();
+            s.connections += 1;
+            s.connections
+        };
+        self.card.record(CardEvent::Opened { connection });
+        Ok(Box::new(NullTransport {
+            card: Arc::clone(&self.card),
+            connection,
+        }))
+    }
+}
+
+struct NullTransport {
+    card: Arc<NullCard>,
+    connection: u32,
+}
+
+impl Transport for NullTransport {
+    fn backend(&self) -> &'static str {
+        "null"
+    }
+
+    fn config_read(&mut self, at: u16, width: Width) -> Result<u32, PciError> {
+        check_range(at, width)?;
+        Ok(get(&self.card.state.lock().config, at, width))
+    }
+
+    fn config_write(&mut self, at: u16, width: Width, value: u32) -> Result<(), PciError> {
+        check_range(at, width)?;
+        let mut s = self.card.state.lock();
+        // Identification is read-only, as on real hardware.
+        if (offset::COMMAND..offset::REVISION_AND_CLASS).contains(&at) {
+            put(&mut s.config, at, width, value);
+        }
+        s.events.push(CardEvent::ConfigWrite {
+            connection: self.connection,
+            offset: at,
+            width,
+            value,
+        });
+        Ok(())
+    }
+
+    fn bars(&mut self) -> Result<Vec<BarInfo>, PciError> {
+        Ok(self.card.profile.bars.clone())
+    }
+
+    fn mmio_read32(&mut self, at: u64) -> Result<u32, PciError> {
+        let p = &self.card.profile;
+        match u32::try_from(at) {
+            Ok(NV_PMC_BOOT_0::ADDR) => Ok(p.boot_0),
+            Ok(NV_PMC_BOOT_42::ADDR) => Ok(p.boot_42),
+            Ok(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR) => Ok(p.vram_mib),
+            // No firmware ever ran on the null card.
+            Ok(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR) => Ok(0),
+            _ => Err(PciError::NoSuchRegister { offset: at }),
+        }
+    }
+
+    fn mmio_write32(&mut self, at: u64, value: u32) -> Result<(), PciError> {
+        self.card.record(CardEvent::MmioWrite {
+            connection: self.connection,
+            offset: at,
+            value,
+        });
+        Ok(())
+    }
+
+    fn doorbell(&mut self, _token: u32) -> Result<(), PciError> {
+        Err(PciError::Refused { what: "submission" })
+    }
+
+    fn alloc_dma(&mut self, _bytes: u64) -> Result<DmaRegion, PciError> {
+        Err(PciError::Refused { what: "DMA" })
+    }
+
+    fn function_reset(&mut self) -> Result<(), PciError> {
+        let mut s = self.card.state.lock();
+        // A reset returns the command register to its power-on value.
+        put(&mut s.config, offset::COMMAND, Width::U16, 0);
+        s.events.push(CardEvent::FunctionReset {
+            connection: self.connection,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{clear_bus_master, enable_bus_master};
+
+    #[test]
+    fn identifies_as_gb202() {
+        let opener = NullOpener::gb202();
+        let mut t = opener.open().unwrap();
+        assert_eq!(
+            t.config_read(offset::VENDOR_ID, Width::U16).unwrap(),
+            0x10DE
+        );
+        assert_eq!(
+            t.config_read(offset::DEVICE_ID, Width::U16).unwrap(),
+            0x2B85
+        );
+        assert_eq!(
+            t.mmio_read32(u64::from(NV_PMC_BOOT_42::ADDR)).unwrap(),
+            0x1B2A_1000
+        );
+        assert_eq!(
+            t.mmio_read32(u64::from(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR))
+                .unwrap(),
+            32768
+        );
+        assert!(matches!(
+            t.mmio_read32(0x1234),
+            Err(PciError::NoSuchRegister { offset: 0x1234 })
+        ));
+    }
+
+    #[test]
+    fn refuses_dma_and_submission() {
+        let mut t = NullOpener::gb202().open().unwrap();
+        assert!(t.alloc_dma(4096).unwrap_err().is_refusal());
+        assert!(t.doorbell(1).unwrap_err().is_refusal());
+    }
+
+    #[test]
+    fn bus_master_is_visible_across_connections_and_cleared_by_reset() {
+        let opener = NullOpener::gb202();
+        let mut a = opener.open().unwrap();
+        let on = enable_bus_master(a.as_mut()).unwrap();
+        assert!(on.after.bus_master());
+        let mut b = opener.open().unwrap();
+        let off = clear_bus_master(b.as_mut()).unwrap();
+        assert!(off.before.bus_master());
+        assert!(!off.after.bus_master());
+        enable_bus_master(a.as_mut()).unwrap();
+        b.function_reset().unwrap();
+        assert_eq!(opener.card().command(), 0);
+        let events = opener.card().events();
+        assert!(matches!(
+            events.last(),
+            Some(CardEvent::FunctionReset { connection: 2 })
+        ));
+    }
+
+    #[test]
+    fn config_writes_out_of_range_are_typed_errors() {
+        let mut t = NullOpener::gb202().open().unwrap();
+        assert!(matches!(
+            t.config_write(4095, Width::U32, 0),
+            Err(PciError::ConfigOutOfRange { .. })
+        ));
+        assert!(matches!(
+            t.config_read(3, Width::U16),
+            Err(PciError::ConfigOutOfRange { .. })
+        ));
+    }
+}

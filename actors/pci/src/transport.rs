@@ -1,0 +1,141 @@
+use crate::error::PciError;
+use crate::null::NullOpener;
+use crate::spec::DeviceSpec;
+use macuda_hw::pci::{offset, Command, Width};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// One BAR as the transport sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BarInfo {
+    pub index: u8,
+    pub bytes: u64,
+}
+
+/// Host memory the GPU can reach by DMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DmaRegion {
+    pub bus_addr: u64,
+    pub bytes: u64,
+}
+
+/// One connection to a card. Implementations: null (now); TinyGPU, sysfs,
+/// recorder and replay (the PCI transports issue).
+pub trait Transport: Send {
+    /// The backend's name, e.g. `null` or `tinygpu`.
+    fn backend(&self) -> &'static str;
+    /// # Errors
+    /// Out-of-range offsets and transport failures.
+    fn config_read(&mut self, offset: u16, width: Width) -> Result<u32, PciError>;
+    /// # Errors
+    /// Out-of-range offsets and transport failures.
+    fn config_write(&mut self, offset: u16, width: Width, value: u32) -> Result<(), PciError>;
+    /// # Errors
+    /// Transport failures.
+    fn bars(&mut self) -> Result<Vec<BarInfo>, PciError>;
+    /// A 32-bit read at BAR0 + `offset`.
+    /// # Errors
+    /// Transport failures; the null device refuses registers it does not model.
+    fn mmio_read32(&mut self, offset: u64) -> Result<u32, PciError>;
+    /// # Errors
+    /// Transport failures.
+    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), PciError>;
+    /// Ring a channel's doorbell: the moment work is handed to the GPU.
+    /// # Errors
+    /// The null device refuses submission.
+    fn doorbell(&mut self, token: u32) -> Result<(), PciError>;
+    /// # Errors
+    /// The null device refuses DMA.
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError>;
+    /// PCIe function-level reset.
+    /// # Errors
+    /// Transport failures.
+    fn function_reset(&mut self) -> Result<(), PciError>;
+}
+
+/// Opens connections to one card. The supervisor keeps the opener so that
+/// recovery always runs over a fresh connection, never through an actor that
+/// may have failed.
+pub trait Opener: Send + Sync {
+    fn describe(&self) -> String;
+    /// # Errors
+    /// When the card cannot be reached.
+    fn open(&self) -> Result<Box<dyn Transport>, PciError>;
+}
+
+/// The opener for a resolved device choice.
+///
+/// # Errors
+/// `NotBuilt` for transports whose issue has not landed.
+pub fn open_transport(spec: &DeviceSpec) -> Result<Arc<dyn Opener>, PciError> {
+    match spec {
+        DeviceSpec::Null => Ok(Arc::new(NullOpener::gb202())),
+        DeviceSpec::TinyGpu { .. } => Err(PciError::NotBuilt {
+            backend: "tinygpu",
+            lands_with: "PCI transports issue",
+        }),
+        DeviceSpec::Remote { .. } => Err(PciError::NotBuilt {
+            backend: "remote",
+            lands_with: "PCI transports issue",
+        }),
+        DeviceSpec::Sysfs { .. } => Err(PciError::NotBuilt {
+            backend: "sysfs",
+            lands_with: "PCI transports issue",
+        }),
+        DeviceSpec::Replay { .. } => Err(PciError::NotBuilt {
+            backend: "replay",
+            lands_with: "PCI transports issue",
+        }),
+        DeviceSpec::Kernel { .. } => Err(PciError::NotBuilt {
+            backend: "kernel",
+            lands_with: "kernel-module RM issue",
+        }),
+        DeviceSpec::Auto => Err(PciError::NotBuilt {
+            backend: "auto (resolve it first)",
+            lands_with: "device selection",
+        }),
+    }
+}
+
+/// The command register before and after a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BusMasterChange {
+    pub before: Command,
+    pub after: Command,
+}
+
+fn set_bus_master(t: &mut dyn Transport, on: bool) -> Result<BusMasterChange, PciError> {
+    let before = Command(read_command(t)?);
+    let wanted = if on {
+        before.with_memory_space().with_bus_master(true)
+    } else {
+        before.with_bus_master(false)
+    };
+    t.config_write(offset::COMMAND, Width::U16, u32::from(wanted.0))?;
+    // Read back: it both flushes the posted write and proves it took.
+    let after = Command(read_command(t)?);
+    Ok(BusMasterChange { before, after })
+}
+
+fn read_command(t: &mut dyn Transport) -> Result<u16, PciError> {
+    let v = t.config_read(offset::COMMAND, Width::U16)?;
+    // CAST: a 16-bit config read returns at most 0xFFFF.
+    Ok((v & 0xFFFF) as u16)
+}
+
+/// Clear bus mastering (command register bit 2), read-modify-write, then
+/// read back.
+///
+/// # Errors
+/// Transport failures.
+pub fn clear_bus_master(t: &mut dyn Transport) -> Result<BusMasterChange, PciError> {
+    set_bus_master(t, false)
+}
+
+/// Enable memory decoding and bus mastering, as every boot does first.
+///
+/// # Errors
+/// Transport failures.
+pub fn enable_bus_master(t: &mut dyn Transport) -> Result<BusMasterChange, PciError> {
+    set_bus_master(t, true)
+}

@@ -1,0 +1,371 @@
+//! The `macuda` command line: `demo`, `info` and `report`.
+
+use crate::host::{Host, HostConfig, HostError, ACTORS};
+use crate::report::CrashReport;
+use crate::workload;
+use clap::{Parser, Subcommand};
+use macuda_core::{error_chain, FaultAction, FaultPlan};
+use macuda_pci::{clear_bus_master, open_transport, read_identity, DeviceSpec};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Exit statuses.
+pub mod status {
+    pub const OK: i32 = 0;
+    /// An actor failed; recovery ran and a crash report was written.
+    pub const FAILED: i32 = 1;
+    /// Bad arguments or a device that cannot be opened.
+    pub const USAGE: i32 = 2;
+    /// Interrupted (Ctrl-C), as shells report SIGINT.
+    pub const INTERRUPTED: i32 = 130;
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "macuda", version = crate::BUILD_ID, about = "A userspace NVIDIA driver and CUDA runtime")]
+struct Cli {
+    /// null, auto, tinygpu[:SOCKET], remote:HOST:PORT, sysfs:BDF, kernel[:N], replay:TRACE
+    #[arg(long, global = true, env = "MACUDA_DEVICE", default_value = "auto")]
+    device: DeviceSpec,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start the stack, run a scripted workload through every actor, stop.
+    Demo {
+        /// Inject a fault: ACTOR[.REQUEST]:panic|error|hang:N (at the actor's
+        /// Nth request, or its Nth request of that kind).
+        #[arg(long)]
+        inject: Option<InjectSpec>,
+        /// Milliseconds to pause between workload phases.
+        #[arg(long, default_value_t = 0)]
+        pace_ms: u64,
+        /// Per-request deadline in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        deadline_ms: u64,
+    },
+    /// Identify the card without booting it; leaves bus mastering off.
+    Info,
+    /// Print a crash report.
+    Report {
+        file: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `ACTOR[.REQUEST]:ACTION:N`
+#[derive(Debug, Clone)]
+pub struct InjectSpec {
+    pub actor: String,
+    pub kind: Option<String>,
+    pub action: FaultAction,
+    pub nth: u64,
+}
+
+impl std::str::FromStr for InjectSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let [target, action, nth] = parts[..] else {
+            return Err(format!(
+                "`{s}`: expected ACTOR[.REQUEST]:panic|error|hang:N"
+            ));
+        };
+        let (actor, kind) = match target.split_once('.') {
+            Some((a, k)) => (a, Some(k.to_string())),
+            None => (target, None),
+        };
+        if !ACTORS.contains(&actor) {
+            return Err(format!(
+                "`{actor}` is not an actor (expected one of {})",
+                ACTORS.join(", ")
+            ));
+        }
+        let action = action.parse::<FaultAction>().map_err(|e| e.to_string())?;
+        let nth: u64 = nth
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("`{nth}`: N must be a positive number"))?;
+        Ok(InjectSpec {
+            actor: actor.to_string(),
+            kind,
+            action,
+            nth,
+        })
+    }
+}
+
+fn print_error(err: &mut dyn Write, e: &(dyn std::error::Error + 'static)) {
+    let chain = error_chain(e);
+    let _ = writeln!(err, "macuda: error: {}", chain[0]);
+    for c in &chain[1..] {
+        let _ = writeln!(err, "  caused by: {c}");
+    }
+}
+
+/// Run the CLI with `args` (program name first); returns the exit status.
+pub fn run(
+    args: impl IntoIterator<Item = OsString>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                status::USAGE
+            } else {
+                status::OK
+            };
+            let _ = if e.use_stderr() {
+                write!(err, "{e}")
+            } else {
+                write!(out, "{e}")
+            };
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Demo {
+            inject,
+            pace_ms,
+            deadline_ms,
+        } => demo(
+            cli.device,
+            inject,
+            Duration::from_millis(pace_ms),
+            Duration::from_millis(deadline_ms),
+            out,
+            err,
+        ),
+        Command::Info => info(cli.device, out, err),
+        Command::Report { file, json } => report(&file, json, out, err),
+    }
+}
+
+fn demo(
+    device: DeviceSpec,
+    inject: Option<InjectSpec>,
+    pace: Duration,
+    deadline: Duration,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let mut config = HostConfig::new(device);
+    config.deadline = deadline.max(Duration::from_millis(1));
+    config.ctrl_c = true;
+    config.exit_on_interrupt = true;
+    if let Some(spec) = &inject {
+        let mut plan = FaultPlan::new(spec.action, spec.nth);
+        if let Some(k) = &spec.kind {
+            plan = plan.on_kind(k.clone());
+        }
+        // The actor is checked by the parser, so this cannot fail.
+        let _ = config.faults.install(&spec.actor, plan);
+    }
+    let host = match Host::start(config) {
+        Ok(h) => h,
+        Err(e) => return failed(e, out, err),
+    };
+    let _ = writeln!(out, "{}", host.device_line());
+    for n in host.notes() {
+        let _ = writeln!(out, "note: {n}");
+    }
+    if let Some(spec) = &inject {
+        let _ = writeln!(
+            out,
+            "injecting: {} at request #{}{} of actor `{}`",
+            spec.action,
+            spec.nth,
+            spec.kind
+                .as_deref()
+                .map(|k| format!(" of kind `{k}`"))
+                .unwrap_or_default(),
+            spec.actor
+        );
+    }
+    let result = workload::run(&host, pace);
+    if let Ok(w) = &result {
+        for s in &w.steps {
+            let _ = writeln!(out, "{s}");
+        }
+        for r in &w.refusals {
+            let _ = writeln!(out, "refused by the device (expected on null): {r}");
+        }
+    }
+    let _ = writeln!(out, "per-actor summary:");
+    for line in workload::summary(&host.snapshots()) {
+        let _ = writeln!(out, "  {line}");
+    }
+    match result {
+        Ok(_) => {
+            let outcome = host.shutdown();
+            let _ = writeln!(out, "exit:");
+            for s in &outcome.steps {
+                let _ = writeln!(
+                    out,
+                    "  [{}] {}: {}",
+                    if s.ok { "ok" } else { "FAILED" },
+                    s.action,
+                    s.detail
+                );
+            }
+            match &outcome.report {
+                Ok(p) => {
+                    let _ = writeln!(out, "exit report: {}", p.display());
+                }
+                Err(e) => {
+                    let _ = writeln!(err, "macuda: exit report not written: {e}");
+                }
+            }
+            if outcome.steps.iter().all(|s| s.ok) {
+                status::OK
+            } else {
+                status::FAILED
+            }
+        }
+        Err(e) => {
+            drop(host.shutdown());
+            failed(e, out, err)
+        }
+    }
+}
+
+fn failed(e: HostError, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    print_error(err, &e);
+    if let Some(p) = e.report() {
+        let _ = writeln!(out, "crash report: {}", p.display());
+    }
+    match e {
+        HostError::Interrupted { .. } => status::INTERRUPTED,
+        HostError::ActorFailed { .. }
+        | HostError::Boot { .. }
+        | HostError::Down { .. }
+        | HostError::RecoveryTimedOut { .. } => status::FAILED,
+        _ => status::USAGE,
+    }
+}
+
+fn info(device: DeviceSpec, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let (spec, notes) = device.resolve();
+    for n in &notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    let opener = match open_transport(&spec) {
+        Ok(o) => o,
+        Err(e) => {
+            print_error(err, &e);
+            return status::USAGE;
+        }
+    };
+    let identity = opener.open().and_then(|mut t| read_identity(t.as_mut()));
+    // Whatever happened, leave bus mastering off, through a fresh connection.
+    let cleared = opener.open().and_then(|mut t| clear_bus_master(t.as_mut()));
+    let code = match identity {
+        Ok(id) => {
+            let _ = writeln!(out, "device:    {spec} via {}", opener.describe());
+            let _ = writeln!(
+                out,
+                "pci id:    {:04x}:{:04x}, class/revision {:#010x}",
+                id.vendor, id.device, id.revision_and_class
+            );
+            for b in &id.bars {
+                let small = if b.index == 1 && id.small_bar() {
+                    " (small BAR)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(out, "BAR{}:      {} MiB{small}", b.index, b.bytes >> 20);
+            }
+            let _ = writeln!(
+                out,
+                "chip:      {} (NV_PMC_BOOT_0 {:#010x}, NV_PMC_BOOT_42 {:#010x})",
+                id.chip.chip, id.chip.boot_0, id.chip.boot_42
+            );
+            let _ = writeln!(
+                out,
+                "firmware:  {}",
+                if id.firmware_resident {
+                    "GSP firmware resident (WPR2 up): a reset must come before the next boot"
+                } else {
+                    "not resident (WPR2 down)"
+                }
+            );
+            status::OK
+        }
+        Err(e) => {
+            print_error(err, &e);
+            status::FAILED
+        }
+    };
+    match cleared {
+        Ok(c) => {
+            let _ = writeln!(
+                out,
+                "exit:      bus mastering off (command {:#06x} -> {:#06x})",
+                c.before.0, c.after.0
+            );
+            code
+        }
+        Err(e) => {
+            print_error(err, &e);
+            status::FAILED
+        }
+    }
+}
+
+fn report(file: &std::path::Path, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    match CrashReport::read(file) {
+        Ok(r) => {
+            if json {
+                match serde_json::to_string_pretty(&r) {
+                    Ok(s) => {
+                        let _ = writeln!(out, "{s}");
+                    }
+                    Err(e) => {
+                        print_error(err, &e);
+                        return status::FAILED;
+                    }
+                }
+            } else {
+                let _ = write!(out, "{}", r.render());
+            }
+            status::OK
+        }
+        Err(e) => {
+            print_error(err, &e);
+            status::FAILED
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_inject_specs() {
+        let s: InjectSpec = "memory:panic:3".parse().unwrap();
+        assert_eq!(
+            (s.actor.as_str(), s.kind, s.action, s.nth),
+            ("memory", None, FaultAction::Panic, 3)
+        );
+        let s: InjectSpec = "pci.alloc_dma:hang:1".parse().unwrap();
+        assert_eq!(s.kind.as_deref(), Some("alloc_dma"));
+        for bad in [
+            "gpu:panic:1",
+            "pci:boom:1",
+            "pci:panic:0",
+            "pci:panic",
+            "pci:panic:x",
+        ] {
+            assert!(bad.parse::<InjectSpec>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,555 @@
+use crate::monitor::{run_monitor, Supervision};
+use crate::report::ReportCause;
+use macuda_core::{
+    error_chain, find_in_chain, ActorConfig, ActorError, ActorSnapshot, Failure, FaultPlan,
+    FaultSwitch, SupervisorEvent,
+};
+use macuda_gsp::{DeviceInfo, GspError, GspHandle};
+use macuda_loader::{LoaderError, LoaderHandle};
+use macuda_memory::{MemoryError, MemoryHandle};
+use macuda_pci::{open_transport, DeviceSpec, Opener, PciError, PciHandle};
+use macuda_submit::{SubmitError, SubmitHandle};
+use parking_lot::Mutex;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub use crate::monitor::RecoveryOutcome;
+pub use crate::report::ReportCause as Cause;
+
+/// The actors, bottom-up: the order they start in (and stop in reverse).
+pub const ACTORS: [&str; 5] = ["pci", "gsp", "memory", "submit", "loader"];
+
+/// One fault switch per actor, kept across restarts so a plan can be set
+/// before the stack starts and changed while it runs.
+#[derive(Clone)]
+pub struct FaultBoard {
+    switches: Arc<[(&'static str, FaultSwitch); 5]>,
+}
+
+impl FaultBoard {
+    pub fn new() -> FaultBoard {
+        FaultBoard {
+            switches: Arc::new(ACTORS.map(|a| (a, FaultSwitch::default()))),
+        }
+    }
+
+    fn switch(&self, actor: &str) -> Result<&FaultSwitch, HostError> {
+        self.switches
+            .iter()
+            .find(|(a, _)| *a == actor)
+            .map(|(_, s)| s)
+            .ok_or_else(|| HostError::UnknownActor(actor.to_string()))
+    }
+
+    /// # Errors
+    /// `actor` is not one of [`ACTORS`].
+    pub fn install(&self, actor: &str, plan: FaultPlan) -> Result<(), HostError> {
+        self.switch(actor)?.store(Some(Arc::new(plan)));
+        Ok(())
+    }
+
+    /// # Errors
+    /// `actor` is not one of [`ACTORS`].
+    pub fn clear(&self, actor: &str) -> Result<(), HostError> {
+        self.switch(actor)?.store(None);
+        Ok(())
+    }
+}
+
+impl Default for FaultBoard {
+    fn default() -> Self {
+        FaultBoard::new()
+    }
+}
+
+/// How to start a Host.
+#[derive(Clone)]
+pub struct HostConfig {
+    pub device: DeviceSpec,
+    /// Use this opener instead of the one `device` names (tests hold a null
+    /// card of their own this way).
+    pub opener: Option<Arc<dyn Opener>>,
+    /// How long any one actor request may take.
+    pub deadline: Duration,
+    pub report_dir: PathBuf,
+    pub keep_recent: usize,
+    pub mailbox: usize,
+    /// Install the Ctrl-C handler (once per process).
+    pub ctrl_c: bool,
+    /// After an interrupt's recovery, end the process with status 130.
+    pub exit_on_interrupt: bool,
+    pub faults: FaultBoard,
+}
+
+/// `MACUDA_REPORT_DIR`, else `macuda-reports` in the system temp directory.
+pub fn default_report_dir() -> PathBuf {
+    std::env::var_os("MACUDA_REPORT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("macuda-reports"))
+}
+
+impl HostConfig {
+    pub fn new(device: DeviceSpec) -> HostConfig {
+        HostConfig {
+            device,
+            opener: None,
+            deadline: Duration::from_secs(10),
+            report_dir: default_report_dir(),
+            keep_recent: 32,
+            mailbox: 256,
+            ctrl_c: false,
+            exit_on_interrupt: false,
+            faults: FaultBoard::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("pci request failed")]
+    Pci(#[from] PciError),
+    #[error("gsp request failed")]
+    Gsp(#[from] GspError),
+    #[error("memory request failed")]
+    Memory(#[from] MemoryError),
+    #[error("submit request failed")]
+    Submit(#[from] SubmitError),
+    #[error("loader request failed")]
+    Loader(#[from] LoaderError),
+    #[error("actor `{actor}` failed ({headline}); recovery ran{}", report_suffix(.report))]
+    ActorFailed {
+        actor: String,
+        headline: String,
+        report: Option<PathBuf>,
+        #[source]
+        source: Box<HostError>,
+    },
+    #[error("interrupted; recovery ran{}", report_suffix(.report))]
+    Interrupted { report: Option<PathBuf> },
+    #[error("the host is down after an earlier {cause}{}", report_suffix(.report))]
+    Down {
+        cause: String,
+        report: Option<PathBuf>,
+    },
+    #[error("boot failed in `{actor}`; recovery ran{}", report_suffix(.report))]
+    Boot {
+        actor: &'static str,
+        report: Option<PathBuf>,
+        #[source]
+        source: Box<HostError>,
+    },
+    #[error("recovery did not finish within {after:?}")]
+    RecoveryTimedOut {
+        after: Duration,
+        #[source]
+        source: Box<HostError>,
+    },
+    #[error("unknown actor `{0}` (expected pci, gsp, memory, submit or loader)")]
+    UnknownActor(String),
+    #[error("could not start the monitor thread")]
+    Spawn(#[source] std::io::Error),
+}
+
+fn report_suffix(report: &Option<PathBuf>) -> String {
+    match report {
+        Some(p) => format!("; crash report: {}", p.display()),
+        None => String::new(),
+    }
+}
+
+impl HostError {
+    /// The device declined by design (the null device refusing DMA or
+    /// submission); nothing failed.
+    pub fn is_refusal(&self) -> bool {
+        find_in_chain::<PciError>(self).is_some_and(PciError::is_refusal)
+    }
+
+    /// The crash report written for this error, if any.
+    pub fn report(&self) -> Option<&PathBuf> {
+        match self {
+            HostError::ActorFailed { report, .. }
+            | HostError::Interrupted { report }
+            | HostError::Down { report, .. }
+            | HostError::Boot { report, .. } => report.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The actor blamed for this error, if an actor failed.
+    pub fn failed_actor(&self) -> Option<&str> {
+        match self {
+            HostError::ActorFailed { actor, .. } => Some(actor),
+            HostError::Boot { actor, .. } => Some(actor),
+            _ => None,
+        }
+    }
+
+    fn from_outcome(outcome: &RecoveryOutcome, source: HostError) -> HostError {
+        let report = outcome.report.as_ref().ok().cloned();
+        match &outcome.cause {
+            ReportCause::Failure { actor, failure } => HostError::ActorFailed {
+                actor: actor.clone(),
+                headline: failure.headline(),
+                report,
+                source: Box::new(source),
+            },
+            ReportCause::Interrupted => HostError::Interrupted { report },
+            ReportCause::Exit => HostError::Down {
+                cause: "exit".to_string(),
+                report,
+            },
+        }
+    }
+}
+
+/// Handles to every actor of one stack generation.
+#[derive(Clone)]
+pub struct Stack {
+    pub pci: PciHandle,
+    pub gsp: GspHandle,
+    pub memory: MemoryHandle,
+    pub submit: SubmitHandle,
+    pub loader: LoaderHandle,
+    pub device: DeviceInfo,
+}
+
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Where Ctrl-C goes: the events channel of the Host that installed it.
+static INTERRUPT_SINK: Mutex<Option<flume::Sender<SupervisorEvent>>> = Mutex::new(None);
+
+fn install_ctrl_c(events: &flume::Sender<SupervisorEvent>) {
+    static ONCE: Once = Once::new();
+    *INTERRUPT_SINK.lock() = Some(events.clone());
+    ONCE.call_once(|| {
+        let installed = ctrlc::set_handler(|| {
+            let sink = INTERRUPT_SINK.lock().clone();
+            match sink {
+                Some(tx) if tx.send(SupervisorEvent::Interrupted).is_ok() => {}
+                // No Host is listening: nothing to recover, just end.
+                _ => std::process::exit(130),
+            }
+        });
+        if let Err(e) = installed {
+            tracing::warn!(error = %e, "Ctrl-C handler not installed");
+        }
+    });
+}
+
+/// The in-process driver: a running stack of actors under supervision.
+pub struct Host {
+    config: HostConfig,
+    spec: DeviceSpec,
+    notes: Vec<String>,
+    sup: Arc<Supervision>,
+    stack: Stack,
+    events: flume::Sender<SupervisorEvent>,
+    monitor: Option<JoinHandle<()>>,
+}
+
+impl Host {
+    /// Resolve the device, start the monitor, then the actors bottom-up, and
+    /// open the device. A failure at any step runs the recovery contract.
+    ///
+    /// # Errors
+    /// Device selection errors (before anything is touched) and boot
+    /// failures (after recovery ran; the error names the report).
+    pub fn start(config: HostConfig) -> Result<Host, HostError> {
+        let (spec, notes) = config.device.clone().resolve();
+        for n in &notes {
+            tracing::info!("{n}");
+        }
+        let opener = match &config.opener {
+            Some(o) => Arc::clone(o),
+            None => open_transport(&spec)?,
+        };
+        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
+        let sup = Arc::new(Supervision::new(
+            generation,
+            config.deadline,
+            config.report_dir.clone(),
+            config.exit_on_interrupt,
+            Arc::clone(&opener),
+        ));
+        let (events, events_rx) = flume::unbounded();
+        let monitor = {
+            let sup = Arc::clone(&sup);
+            std::thread::Builder::new()
+                .name("macuda-monitor".into())
+                .spawn(move || run_monitor(sup, events_rx))
+                .map_err(HostError::Spawn)?
+        };
+        if config.ctrl_c {
+            install_ctrl_c(&events);
+        }
+        let actor_config = |name: &'static str| -> Result<ActorConfig, HostError> {
+            Ok(ActorConfig {
+                name,
+                generation,
+                mailbox: config.mailbox,
+                deadline: config.deadline,
+                keep_recent: config.keep_recent,
+                events: events.clone(),
+                faults: config.faults.switch(name)?.clone(),
+            })
+        };
+        let booted = boot(&sup, &opener, &actor_config);
+        let stack = match booted {
+            Ok(stack) => stack,
+            Err((actor, err)) => {
+                let outcome = if find_in_chain::<ActorError>(&err).is_some() {
+                    // The failing actor reported itself; the monitor recovers.
+                    sup.wait_done(config.deadline * 4 + Duration::from_secs(30))
+                } else {
+                    None
+                };
+                let outcome = outcome.unwrap_or_else(|| {
+                    sup.recover(ReportCause::Failure {
+                        actor: actor.to_string(),
+                        failure: Failure::Error {
+                            op: "boot".to_string(),
+                            chain: error_chain(&err),
+                        },
+                    })
+                });
+                let _ = events.send(SupervisorEvent::Shutdown);
+                let _ = monitor.join();
+                return Err(HostError::Boot {
+                    actor,
+                    report: outcome.report.as_ref().ok().cloned(),
+                    source: Box::new(err),
+                });
+            }
+        };
+        let host = Host {
+            config,
+            spec,
+            notes,
+            sup,
+            stack,
+            events,
+            monitor: Some(monitor),
+        };
+        *host.sup.device_line.lock() = host.describe_device();
+        tracing::info!("{}", host.device_line());
+        Ok(host)
+    }
+
+    fn describe_device(&self) -> String {
+        let d = &self.stack.device;
+        let bar1 = d
+            .identity
+            .bars
+            .iter()
+            .find(|b| b.index == 1)
+            .map(|b| {
+                format!(
+                    ", BAR1 {} MiB{}",
+                    b.bytes >> 20,
+                    if d.identity.small_bar() {
+                        " (small BAR)"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "macuda {}: device {} via {}: {} (pci {:04x}:{:04x}, BOOT_0 {:#010x}, BOOT_42 {:#010x}), {} MiB VRAM{}, firmware {}, RM: {}",
+            crate::BUILD_ID,
+            self.spec,
+            self.sup.opener.describe(),
+            d.chip.chip,
+            d.identity.vendor,
+            d.identity.device,
+            d.chip.boot_0,
+            d.chip.boot_42,
+            d.vram_bytes >> 20,
+            bar1,
+            if d.identity.firmware_resident { "resident" } else { "not resident" },
+            d.rm.describe()
+        )
+    }
+
+    /// The startup line: what was actually opened. Trust it over the
+    /// variable that asked for it.
+    pub fn device_line(&self) -> String {
+        self.sup.device_line.lock().clone()
+    }
+
+    /// Notes from resolving `auto` (backends passed over).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.sup.generation
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.stack.device
+    }
+
+    /// The raw handles; calls made through them skip the failure mapping
+    /// of [`Host::call`].
+    pub fn stack(&self) -> &Stack {
+        &self.stack
+    }
+
+    pub fn faults(&self) -> &FaultBoard {
+        &self.config.faults
+    }
+
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// Every actor's recent requests and counts, bottom-up.
+    pub fn snapshots(&self) -> Vec<ActorSnapshot> {
+        self.sup
+            .statuses
+            .lock()
+            .iter()
+            .map(|s| s.snapshot())
+            .collect()
+    }
+
+    /// The recovery that already ran, if the stack is down.
+    pub fn outcome(&self) -> Option<Arc<RecoveryOutcome>> {
+        self.sup.outcome()
+    }
+
+    /// What Ctrl-C does, without a signal.
+    pub fn interrupt(&self) {
+        let _ = self.events.send(SupervisorEvent::Interrupted);
+    }
+
+    /// Run `f` against the stack. An error caused by an actor failing (its
+    /// chain holds an `ActorError`) waits for the recovery to finish and
+    /// comes back as `ActorFailed` naming the actor and the report.
+    ///
+    /// # Errors
+    /// The actor's own typed error, `ActorFailed`, or `Down` once the stack
+    /// has been recovered.
+    pub fn call<T, E: Into<HostError>>(
+        &self,
+        f: impl FnOnce(&Stack) -> Result<T, E>,
+    ) -> Result<T, HostError> {
+        if let Some(o) = self.sup.outcome() {
+            return Err(HostError::Down {
+                cause: match &o.cause {
+                    ReportCause::Failure { actor, .. } => format!("failure of `{actor}`"),
+                    ReportCause::Interrupted => "interrupt".to_string(),
+                    ReportCause::Exit => "exit".to_string(),
+                },
+                report: o.report.as_ref().ok().cloned(),
+            });
+        }
+        match f(&self.stack) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let e: HostError = e.into();
+                if find_in_chain::<ActorError>(&e).is_none() {
+                    return Err(e);
+                }
+                let wait = self.config.deadline * 4 + Duration::from_secs(30);
+                match self.sup.wait_done(wait) {
+                    Some(o) => Err(HostError::from_outcome(&o, e)),
+                    None => Err(HostError::RecoveryTimedOut {
+                        after: wait,
+                        source: Box::new(e),
+                    }),
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Arc<RecoveryOutcome> {
+        let outcome = self.sup.recover(ReportCause::Exit);
+        let _ = self.events.send(SupervisorEvent::Shutdown);
+        if let Some(m) = self.monitor.take() {
+            let _ = m.join();
+        }
+        let mut sink = INTERRUPT_SINK.lock();
+        if sink.as_ref().is_some_and(|s| s.same_channel(&self.events)) {
+            *sink = None;
+        }
+        outcome
+    }
+
+    /// Stop the stack (top-down), clear bus mastering and write the exit
+    /// report; after a failure, returns that failure's recovery instead.
+    pub fn shutdown(mut self) -> Arc<RecoveryOutcome> {
+        self.finish()
+    }
+
+    /// Shut this stack down and boot a fresh one (the next generation) with
+    /// the same configuration.
+    ///
+    /// # Errors
+    /// As [`Host::start`].
+    pub fn restart(self) -> Result<Host, HostError> {
+        let config = self.config.clone();
+        drop(self.shutdown());
+        Host::start(config)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if self.monitor.is_some() {
+            self.finish();
+        }
+    }
+}
+
+type ConfigFor<'a> = dyn Fn(&'static str) -> Result<ActorConfig, HostError> + 'a;
+
+/// Start the actors bottom-up and open the device; on error, name the
+/// actor whose step failed.
+fn boot(
+    sup: &Supervision,
+    opener: &Arc<dyn Opener>,
+    config: &ConfigFor<'_>,
+) -> Result<Stack, (&'static str, HostError)> {
+    let at = |actor: &'static str| move |e: HostError| (actor, e);
+    let (pci, join) = macuda_pci::spawn(config("pci").map_err(at("pci"))?, opener)
+        .map_err(|e| ("pci", e.into()))?;
+    sup.adopt(join);
+    let (gsp, join) = macuda_gsp::spawn(config("gsp").map_err(at("gsp"))?, pci.clone())
+        .map_err(|e| ("gsp", e.into()))?;
+    sup.adopt(join);
+    let device = gsp.open_device().map_err(|e| ("gsp", e.into()))?;
+    *sup.firmware_note.lock() = match device.rm {
+        macuda_gsp::RmBackend::Null => "the null device runs no firmware".to_string(),
+    };
+    let (memory, join) =
+        macuda_memory::spawn(config("memory").map_err(at("memory"))?, &gsp, pci.clone())
+            .map_err(|e| ("memory", e.into()))?;
+    sup.adopt(join);
+    let (submit, join) = macuda_submit::spawn(
+        config("submit").map_err(at("submit"))?,
+        memory.clone(),
+        pci.clone(),
+    )
+    .map_err(|e| ("submit", e.into()))?;
+    sup.adopt(join);
+    let (loader, join) = macuda_loader::spawn(
+        config("loader").map_err(at("loader"))?,
+        memory.clone(),
+        submit.clone(),
+    )
+    .map_err(|e| ("loader", e.into()))?;
+    sup.adopt(join);
+    Ok(Stack {
+        pci,
+        gsp,
+        memory,
+        submit,
+        loader,
+        device,
+    })
+}

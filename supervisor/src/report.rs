@@ -1,0 +1,298 @@
+//! Crash reports: what failed, what every actor was doing, and what the
+//! recovery did about it, written as MessagePack so they stay compact and
+//! typed, and read back by `macuda report`.
+
+use macuda_core::{ActorSnapshot, Failure, Outcome};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Bumped whenever a field changes meaning; readers refuse other formats.
+pub const REPORT_FORMAT: u32 = 1;
+
+/// One step of the recovery contract and how it went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryStep {
+    pub action: String,
+    pub ok: bool,
+    pub detail: String,
+    pub elapsed_ms: u64,
+}
+
+/// Why the report was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReportCause {
+    Failure { actor: String, failure: Failure },
+    Interrupted,
+    Exit,
+}
+
+impl ReportCause {
+    /// A short word for file names.
+    pub fn word(&self) -> &'static str {
+        match self {
+            ReportCause::Failure { .. } => "failure",
+            ReportCause::Interrupted => "interrupt",
+            ReportCause::Exit => "exit",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrashReport {
+    pub format: u32,
+    pub build_id: String,
+    pub written_unix_ms: u64,
+    pub pid: u32,
+    pub generation: u64,
+    pub device_line: String,
+    pub cause: ReportCause,
+    /// Bottom-up: pci, gsp, memory, submit, loader.
+    pub actors: Vec<ActorSnapshot>,
+    pub recovery: Vec<RecoveryStep>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a macuda crash report")]
+    Decode {
+        path: PathBuf,
+        #[source]
+        source: rmp_serde::decode::Error,
+    },
+    #[error("cannot encode the report")]
+    Encode(#[source] rmp_serde::encode::Error),
+    #[error("{path} has report format {found}; this build reads format {REPORT_FORMAT}")]
+    Format { path: PathBuf, found: u32 },
+}
+
+impl CrashReport {
+    pub fn failing_actor(&self) -> Option<&str> {
+        match &self.cause {
+            ReportCause::Failure { actor, .. } => Some(actor),
+            _ => None,
+        }
+    }
+
+    /// Write into `dir` (created if missing) under a name that sorts by
+    /// time; the file appears whole or not at all.
+    ///
+    /// # Errors
+    /// Encoding or file-system failures.
+    pub fn write_into(&self, dir: &Path) -> Result<PathBuf, ReportError> {
+        std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let name = format!(
+            "macuda-{}-{}-g{}-{}.msgpack",
+            self.written_unix_ms,
+            self.pid,
+            self.generation,
+            self.cause.word()
+        );
+        let path = dir.join(name);
+        let tmp = path.with_extension("msgpack.tmp");
+        let bytes = rmp_serde::to_vec_named(self).map_err(ReportError::Encode)?;
+        std::fs::write(&tmp, bytes).map_err(|source| ReportError::Write {
+            path: tmp.clone(),
+            source,
+        })?;
+        std::fs::rename(&tmp, &path).map_err(|source| ReportError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
+    /// # Errors
+    /// Unreadable file, not a report, or a report of another format.
+    pub fn read(path: &Path) -> Result<CrashReport, ReportError> {
+        let bytes = std::fs::read(path).map_err(|source| ReportError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let report: CrashReport =
+            rmp_serde::from_slice(&bytes).map_err(|source| ReportError::Decode {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if report.format != REPORT_FORMAT {
+            return Err(ReportError::Format {
+                path: path.to_path_buf(),
+                found: report.format,
+            });
+        }
+        Ok(report)
+    }
+
+    /// The human-readable rendering `macuda report` prints.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "macuda crash report (format {})", self.format);
+        let _ = writeln!(s, "build:      {}", self.build_id);
+        let _ = writeln!(
+            s,
+            "written:    unix ms {} by pid {} (stack generation {})",
+            self.written_unix_ms, self.pid, self.generation
+        );
+        let _ = writeln!(s, "device:     {}", self.device_line);
+        match &self.cause {
+            ReportCause::Failure { actor, failure } => {
+                let _ = writeln!(s, "cause:      failure of actor `{actor}`");
+                let _ = writeln!(s, "failure:    {}", failure.headline());
+            }
+            ReportCause::Interrupted => {
+                let _ = writeln!(s, "cause:      interrupted (Ctrl-C)");
+            }
+            ReportCause::Exit => {
+                let _ = writeln!(s, "cause:      normal exit");
+            }
+        }
+        let _ = writeln!(s, "recovery:");
+        for step in &self.recovery {
+            let _ = writeln!(
+                s,
+                "  [{}] {}: {} ({} ms)",
+                if step.ok { "ok" } else { "FAILED" },
+                step.action,
+                step.detail,
+                step.elapsed_ms
+            );
+        }
+        let _ = writeln!(s, "actors (bottom-up; recent requests oldest first):");
+        for a in &self.actors {
+            let _ = writeln!(
+                s,
+                "  {} (generation {}): {} handled, {} failed",
+                a.name, a.generation, a.handled, a.errors
+            );
+            for r in &a.recent {
+                let outcome = match &r.outcome {
+                    Outcome::Ok => "ok".to_string(),
+                    Outcome::Err(e) => format!("error: {e}"),
+                    Outcome::Panicked(m) => format!("PANICKED: {m}"),
+                    Outcome::Injected(m) => format!("INJECTED: {m}"),
+                    Outcome::Unfinished => "UNFINISHED (in flight)".to_string(),
+                };
+                let _ = writeln!(
+                    s,
+                    "    #{:<5} +{:>6} ms {:>8} us  {}  -> {}",
+                    r.seq, r.started_ms, r.elapsed_us, r.summary, outcome
+                );
+            }
+        }
+        if let ReportCause::Failure {
+            failure: Failure::Panic { backtrace, .. },
+            ..
+        } = &self.cause
+        {
+            let _ = writeln!(s, "backtrace:\n{backtrace}");
+        }
+        s
+    }
+}
+
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use macuda_core::RequestRecord;
+
+    fn sample() -> CrashReport {
+        CrashReport {
+            format: REPORT_FORMAT,
+            build_id: "0.1.0+test".into(),
+            written_unix_ms: 1,
+            pid: 42,
+            generation: 3,
+            device_line: "null".into(),
+            cause: ReportCause::Failure {
+                actor: "memory".into(),
+                failure: Failure::Error {
+                    op: "alloc_device".into(),
+                    chain: vec!["boom".into()],
+                },
+            },
+            actors: vec![ActorSnapshot {
+                name: "memory".into(),
+                generation: 3,
+                handled: 1,
+                errors: 1,
+                per_kind: Default::default(),
+                recent: vec![RequestRecord {
+                    seq: 1,
+                    kind: "alloc_device".into(),
+                    summary: "alloc_device(bytes=4096)".into(),
+                    started_ms: 0,
+                    elapsed_us: 5,
+                    outcome: Outcome::Err("boom".into()),
+                }],
+            }],
+            recovery: vec![RecoveryStep {
+                action: "bus-master off".into(),
+                ok: true,
+                detail: "0x6 -> 0x2".into(),
+                elapsed_ms: 0,
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trips_through_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = sample();
+        let path = r.write_into(dir.path()).unwrap();
+        assert!(path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with("-failure.msgpack"));
+        let back = CrashReport::read(&path).unwrap();
+        assert_eq!(back, r);
+        let text = back.render();
+        assert!(text.contains("failure of actor `memory`"));
+        assert!(text.contains("alloc_device(bytes=4096)"));
+    }
+
+    #[test]
+    fn refuses_garbage_and_other_formats() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.msgpack");
+        std::fs::write(&junk, b"\xc1\x00not a report").unwrap();
+        assert!(matches!(
+            CrashReport::read(&junk),
+            Err(ReportError::Decode { .. })
+        ));
+        let mut r = sample();
+        r.format = 99;
+        let path = r.write_into(dir.path()).unwrap();
+        assert!(matches!(
+            CrashReport::read(&path),
+            Err(ReportError::Format { found: 99, .. })
+        ));
+        assert!(matches!(
+            CrashReport::read(&dir.path().join("missing")),
+            Err(ReportError::Read { .. })
+        ));
+    }
+}

@@ -1,0 +1,90 @@
+//! Shared pieces of the integration tests: a Host on a null card the test
+//! holds, so what recovery did to the card can be read back from the card's
+//! own record.
+
+use macuda_pci::{CardEvent, NullCard, NullOpener, NullProfile, Opener};
+use macuda_supervisor::{Host, HostConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A null card, the Host config that opens it, and a report directory that
+/// lives as long as this value.
+pub struct NullWorld {
+    pub card: Arc<NullCard>,
+    pub config: HostConfig,
+    pub reports: tempfile::TempDir,
+}
+
+impl NullWorld {
+    /// `deadline` bounds every actor request (short, so hangs end quickly).
+    pub fn new(deadline: Duration) -> NullWorld {
+        let card = NullCard::new(NullProfile::gb202());
+        let opener: Arc<dyn Opener> = Arc::new(NullOpener::new(Arc::clone(&card)));
+        let reports = tempfile::tempdir().expect("temp dir");
+        let mut config = HostConfig::new(macuda_pci::DeviceSpec::Null);
+        config.opener = Some(opener);
+        config.deadline = deadline;
+        config.report_dir = reports.path().to_path_buf();
+        NullWorld {
+            card,
+            config,
+            reports,
+        }
+    }
+
+    pub fn start(&self) -> Host {
+        Host::start(self.config.clone()).expect("host starts on the null card")
+    }
+
+    /// Report files written so far.
+    pub fn report_files(&self) -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(self.reports.path())
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+/// Index of the first config write that clears bus mastering after the last
+/// write that set it, as the card recorded it.
+pub fn bus_master_cleared_at(events: &[CardEvent]) -> Option<usize> {
+    use macuda_hw::pci::{offset, Command};
+    let writes: Vec<(usize, u32)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            CardEvent::ConfigWrite {
+                offset: o, value, ..
+            } if *o == offset::COMMAND => Some((i, *value)),
+            _ => None,
+        })
+        .collect();
+    let last_on = writes
+        .iter()
+        .rposition(|(_, v)| Command((*v & 0xFFFF) as u16).bus_master())?;
+    writes[last_on + 1..]
+        .iter()
+        .find(|(_, v)| !Command((*v & 0xFFFF) as u16).bus_master())
+        .map(|(i, _)| *i)
+}
+
+/// Index of the first function reset at or after `from`.
+pub fn reset_after(events: &[CardEvent], from: usize) -> Option<usize> {
+    events
+        .iter()
+        .enumerate()
+        .skip(from)
+        .find(|(_, e)| matches!(e, CardEvent::FunctionReset { .. }))
+        .map(|(i, _)| i)
+}
+
+/// The connection that performed event `i`.
+pub fn connection_of(event: &CardEvent) -> u32 {
+    match event {
+        CardEvent::Opened { connection }
+        | CardEvent::ConfigWrite { connection, .. }
+        | CardEvent::MmioWrite { connection, .. }
+        | CardEvent::FunctionReset { connection } => *connection,
+    }
+}
