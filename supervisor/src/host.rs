@@ -22,6 +22,18 @@ pub use crate::report::ReportCause as Cause;
 /// The actors, bottom-up: the order they start in (and stop in reverse).
 pub const ACTORS: [&str; 5] = ["pci", "gsp", "memory", "submit", "loader"];
 
+/// The deadline for requests to `actor`: each layer above pci waits a
+/// quarter of the base deadline longer than the one below, so when a call
+/// chain is stuck the innermost waiter times out first and names the actor
+/// that is actually stuck, rather than the one the caller happened to call.
+pub fn layer_deadline(base: Duration, actor: &str) -> Duration {
+    let depth = ACTORS
+        .iter()
+        .position(|a| *a == actor)
+        .unwrap_or(ACTORS.len() - 1);
+    base + base / 4 * u32::try_from(depth).unwrap_or(0)
+}
+
 /// One fault switch per actor, kept across restarts so a plan can be set
 /// before the stack starts and changed while it runs.
 #[derive(Clone)]
@@ -72,7 +84,8 @@ pub struct HostConfig {
     /// Use this opener instead of the one `device` names (tests hold a null
     /// card of their own this way).
     pub opener: Option<Arc<dyn Opener>>,
-    /// How long any one actor request may take.
+    /// How long a request to the bottom actor (pci) may take; see
+    /// [`layer_deadline`] for the layers above.
     pub deadline: Duration,
     pub report_dir: PathBuf,
     pub keep_recent: usize,
@@ -290,7 +303,7 @@ impl Host {
                 name,
                 generation,
                 mailbox: config.mailbox,
-                deadline: config.deadline,
+                deadline: layer_deadline(config.deadline, name),
                 keep_recent: config.keep_recent,
                 events: events.clone(),
                 faults: config.faults.switch(name)?.clone(),
@@ -302,7 +315,7 @@ impl Host {
             Err((actor, err)) => {
                 let outcome = if find_in_chain::<ActorError>(&err).is_some() {
                     // The failing actor reported itself; the monitor recovers.
-                    sup.wait_done(config.deadline * 4 + Duration::from_secs(30))
+                    sup.wait_done(config.deadline * 8 + Duration::from_secs(30))
                 } else {
                     None
                 };
@@ -455,7 +468,7 @@ impl Host {
                 if find_in_chain::<ActorError>(&e).is_none() {
                     return Err(e);
                 }
-                let wait = self.config.deadline * 4 + Duration::from_secs(30);
+                let wait = self.config.deadline * 8 + Duration::from_secs(30);
                 match self.sup.wait_done(wait) {
                     Some(o) => Err(HostError::from_outcome(&o, e)),
                     None => Err(HostError::RecoveryTimedOut {
@@ -552,4 +565,17 @@ fn boot(
         loader,
         device,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_grow_upward_through_the_layers() {
+        let base = Duration::from_millis(400);
+        let d: Vec<Duration> = ACTORS.iter().map(|a| layer_deadline(base, a)).collect();
+        assert_eq!(d[0], base);
+        assert!(d.windows(2).all(|w| w[1] == w[0] + base / 4), "{d:?}");
+    }
 }

@@ -12,7 +12,9 @@ mod monitor;
 pub mod report;
 pub mod workload;
 
-pub use host::{Cause, FaultBoard, Host, HostConfig, HostError, RecoveryOutcome, Stack, ACTORS};
+pub use host::{
+    layer_deadline, Cause, FaultBoard, Host, HostConfig, HostError, RecoveryOutcome, Stack, ACTORS,
+};
 pub use report::{CrashReport, RecoveryStep};
 
 /// The build this binary was made from (version + git commit).

@@ -1,0 +1,255 @@
+//! The harness on a toy actor: replies, deadlines, panics, fatal and
+//! recoverable errors, injected faults, request history and stopping.
+
+use macuda_core::{
+    actor_protocol, spawn, ActorConfig, ActorError, ActorFault, Failure, FaultAction, FaultPlan,
+    FaultSwitch, Outcome, Severity, StopOutcome, SupervisorEvent,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToyError {
+    #[error("actor call failed")]
+    Actor(#[from] ActorError),
+    #[error("odd numbers are refused")]
+    Odd,
+    #[error("the counter is corrupt")]
+    Corrupt,
+}
+
+impl ActorFault for ToyError {
+    fn severity(&self) -> Severity {
+        match self {
+            ToyError::Actor(ActorError::Injected { .. }) | ToyError::Corrupt => Severity::Fatal,
+            ToyError::Actor(_) => Severity::Downstream,
+            ToyError::Odd => Severity::Recoverable,
+        }
+    }
+}
+
+actor_protocol! {
+    pub handle ToyHandle;
+    request ToyRequest;
+    service ToyService;
+    error ToyError;
+    Add => fn add(n: u64) -> u64;
+    Explode => fn explode() -> ();
+    Corrupt => fn corrupt() -> ();
+    Sleep => fn sleep(ms: u64) -> ();
+}
+
+struct Toy {
+    total: u64,
+}
+
+impl ToyService for Toy {
+    fn add(&mut self, n: u64) -> Result<u64, ToyError> {
+        if n % 2 == 1 {
+            return Err(ToyError::Odd);
+        }
+        self.total += n;
+        Ok(self.total)
+    }
+    fn explode(&mut self) -> Result<(), ToyError> {
+        panic!("toy exploded");
+    }
+    fn corrupt(&mut self) -> Result<(), ToyError> {
+        Err(ToyError::Corrupt)
+    }
+    fn sleep(&mut self, ms: u64) -> Result<(), ToyError> {
+        std::thread::sleep(Duration::from_millis(ms));
+        Ok(())
+    }
+}
+
+struct World {
+    handle: ToyHandle,
+    join: macuda_core::ActorJoin,
+    events: flume::Receiver<SupervisorEvent>,
+    faults: FaultSwitch,
+}
+
+fn world(deadline: Duration) -> World {
+    let (tx, events) = flume::unbounded();
+    let faults = FaultSwitch::default();
+    let config = ActorConfig {
+        name: "toy",
+        generation: 7,
+        mailbox: 4,
+        deadline,
+        keep_recent: 3,
+        events: tx,
+        faults: Arc::clone(&faults),
+    };
+    let mut toy = Toy { total: 0 };
+    let (h, join) = spawn(config, move |req: ToyRequest, cx| {
+        req.dispatch(&mut toy, cx)
+    })
+    .unwrap();
+    World {
+        handle: ToyHandle::new(h),
+        join,
+        events,
+        faults,
+    }
+}
+
+#[test]
+fn replies_and_keeps_the_last_requests() {
+    let w = world(Duration::from_secs(5));
+    assert_eq!(w.handle.add(2).unwrap(), 2);
+    assert_eq!(w.handle.add(4).unwrap(), 6);
+    assert!(matches!(w.handle.add(3), Err(ToyError::Odd)));
+    assert_eq!(w.handle.add(10).unwrap(), 16);
+    let snap = w.join.status().snapshot();
+    assert_eq!(snap.handled, 4);
+    assert_eq!(snap.errors, 1);
+    let kept: Vec<String> = snap.recent.iter().map(|r| r.summary.clone()).collect();
+    assert_eq!(kept, vec!["add(n=4)", "add(n=3)", "add(n=10)"]);
+    assert!(matches!(snap.recent[1].outcome, Outcome::Err(ref e) if e.contains("odd")));
+    // A recoverable error is the caller's business only.
+    assert!(w.events.try_recv().is_err());
+}
+
+#[test]
+fn a_panic_is_reported_before_the_caller_sees_the_actor_gone() {
+    let w = world(Duration::from_secs(5));
+    let err = w.handle.explode().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ToyError::Actor(ActorError::Disconnected {
+                actor: "toy",
+                op: "explode"
+            })
+        ),
+        "{err}"
+    );
+    // The report was queued by the panic hook before unwinding dropped the reply.
+    match w.events.try_recv().expect("panic reported") {
+        SupervisorEvent::Failed {
+            actor: "toy",
+            generation: 7,
+            failure:
+                Failure::Panic {
+                    op,
+                    message,
+                    backtrace,
+                    ..
+                },
+        } => {
+            assert_eq!(op.as_deref(), Some("explode"));
+            assert_eq!(message, "toy exploded");
+            assert!(!backtrace.is_empty());
+        }
+        other => panic!("unexpected event {other:?}"),
+    }
+    // The actor serves nothing more.
+    assert!(matches!(
+        w.handle.add(2),
+        Err(ToyError::Actor(ActorError::Disconnected { .. }))
+    ));
+}
+
+#[test]
+fn a_fatal_error_is_reported_and_returned() {
+    let w = world(Duration::from_secs(5));
+    assert!(matches!(w.handle.corrupt(), Err(ToyError::Corrupt)));
+    match w.events.try_recv().expect("fatal error reported") {
+        SupervisorEvent::Failed {
+            failure: Failure::Error { op, chain },
+            ..
+        } => {
+            assert_eq!(op, "corrupt");
+            assert_eq!(chain, vec!["the counter is corrupt".to_string()]);
+        }
+        other => panic!("unexpected event {other:?}"),
+    }
+    // A fatal error alone does not stop the actor; the supervisor decides.
+    assert_eq!(w.handle.add(2).unwrap(), 2);
+}
+
+#[test]
+fn injected_faults_fire_at_the_nth_request_of_a_kind() {
+    let w = world(Duration::from_secs(5));
+    w.faults.store(Some(Arc::new(
+        FaultPlan::new(FaultAction::Error, 2).on_kind("add"),
+    )));
+    w.handle.sleep(0).unwrap();
+    assert_eq!(w.handle.add(2).unwrap(), 2);
+    let err = w.handle.add(2).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ToyError::Actor(ActorError::Injected {
+                nth: 2,
+                op: "add",
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        w.events.try_recv(),
+        Ok(SupervisorEvent::Failed { .. })
+    ));
+    // Fires once.
+    assert_eq!(w.handle.add(2).unwrap(), 4);
+    w.faults
+        .store(Some(Arc::new(FaultPlan::new(FaultAction::Panic, 1))));
+    assert!(matches!(
+        w.handle.add(2),
+        Err(ToyError::Actor(ActorError::Disconnected { .. }))
+    ));
+    assert!(matches!(
+        w.events.try_recv(),
+        Ok(SupervisorEvent::Failed {
+            failure: Failure::Panic { .. },
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_hang_times_out_the_caller_and_ends_on_stop() {
+    let mut w = world(Duration::from_millis(100));
+    w.faults
+        .store(Some(Arc::new(FaultPlan::new(FaultAction::Hang, 1))));
+    let started = Instant::now();
+    let err = w.handle.add(2).unwrap_err();
+    let waited = started.elapsed();
+    assert!(
+        matches!(err, ToyError::Actor(ActorError::Timeout { op: "add", .. })),
+        "{err}"
+    );
+    assert!(
+        waited >= Duration::from_millis(100) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    assert!(matches!(
+        w.events.try_recv(),
+        Ok(SupervisorEvent::MissedDeadline {
+            actor: "toy",
+            op: "add",
+            ..
+        })
+    ));
+    assert_eq!(w.join.status().in_flight().map(|f| f.kind), Some("add"));
+    assert_eq!(w.join.stop(Duration::from_secs(2)), StopOutcome::Stopped);
+}
+
+#[test]
+fn a_thread_that_will_not_stop_is_abandoned_with_what_it_was_doing() {
+    let mut w = world(Duration::from_millis(50));
+    let h = w.handle.clone();
+    let caller = std::thread::spawn(move || h.sleep(1500));
+    std::thread::sleep(Duration::from_millis(20));
+    match w.join.stop(Duration::from_millis(100)) {
+        StopOutcome::Abandoned { busy_with } => {
+            assert_eq!(busy_with.as_deref(), Some("sleep(ms=1500)"))
+        }
+        other => panic!("expected abandonment, got {other:?}"),
+    }
+    assert!(caller.join().unwrap().is_err());
+}

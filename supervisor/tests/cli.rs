@@ -1,0 +1,205 @@
+//! The `macuda` binary as a user runs it: the demo, injected faults, info,
+//! unbuilt devices, MACUDA_LOG, and a real SIGINT.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn macuda(reports: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_macuda"));
+    c.env("MACUDA_REPORT_DIR", reports)
+        .env("MACUDA_LOG", "off")
+        .env_remove("MACUDA_DEVICE");
+    c
+}
+
+fn run(c: &mut Command) -> (i32, String, String) {
+    let out = c.output().expect("macuda runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn line_value(text: &str, prefix: &str) -> Option<PathBuf> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .map(|p| PathBuf::from(p.trim()))
+}
+
+#[test]
+fn demo_on_null_runs_every_actor_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(macuda(dir.path()).args(["--device", "null", "demo"]));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.contains("device null")
+            && first.contains("GB202")
+            && first.contains("32768 MiB VRAM"),
+        "{first}"
+    );
+    for actor in ["pci", "gsp", "memory", "submit", "loader"] {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(actor) && l.contains("requests"))
+            .unwrap_or_else(|| panic!("no summary line for {actor}:\n{out}"));
+        let n: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(n > 0, "{line}");
+    }
+    assert!(
+        out.contains("refused by the device (expected on null)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("clear bus mastering through a fresh transport: command 0x0006 -> 0x0002"),
+        "{out}"
+    );
+    let report = line_value(&out, "exit report: ").expect("exit report path printed");
+    assert!(report.starts_with(dir.path()) && report.exists());
+}
+
+#[test]
+fn demo_with_an_injected_fault_exits_nonzero_and_names_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(macuda(dir.path()).args([
+        "--device",
+        "null",
+        "demo",
+        "--inject",
+        "memory:hang:4",
+        "--deadline-ms",
+        "300",
+    ]));
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("actor `memory` failed"), "{err}");
+    let report = line_value(&out, "crash report: ").expect("crash report path printed");
+    assert!(report.exists());
+    let (code, text, _) = run(macuda(dir.path()).args(["report", report.to_str().unwrap()]));
+    assert_eq!(code, 0);
+    assert!(text.contains("failure of actor `memory`"), "{text}");
+    assert!(
+        text.contains("UNFINISHED"),
+        "the hung request is shown: {text}"
+    );
+}
+
+#[test]
+fn info_identifies_the_null_card_and_leaves_bus_mastering_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(macuda(dir.path()).args(["info", "--device", "null"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("10de:2b85"), "{out}");
+    assert!(out.contains("BAR1:      256 MiB (small BAR)"), "{out}");
+    assert!(out.contains("chip:      GB202"), "{out}");
+    assert!(out.contains("not resident"), "{out}");
+    assert!(out.contains("bus mastering off"), "{out}");
+}
+
+#[test]
+fn unbuilt_devices_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    for dev in [
+        "tinygpu",
+        "remote:localhost:9",
+        "sysfs:0000:01:00.0",
+        "kernel",
+        "replay:x.trace",
+    ] {
+        let (code, _, err) = run(macuda(dir.path()).args(["--device", dev, "demo"]));
+        assert_eq!(code, 2, "{dev}: {err}");
+        assert!(err.contains("not built yet"), "{dev}: {err}");
+    }
+    let (code, _, err) = run(macuda(dir.path()).args(["--device", "gpu0", "demo"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("bad device"), "{err}");
+}
+
+#[test]
+fn macuda_device_variable_selects_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(macuda(dir.path())
+        .env("MACUDA_DEVICE", "tinygpu")
+        .args(["demo"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("tinygpu"), "{err}");
+}
+
+#[test]
+fn macuda_log_controls_tracing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(macuda(dir.path())
+        .env("MACUDA_LOG", "info")
+        .args(["--device", "null", "demo"]));
+    assert_eq!(code, 0);
+    assert!(err.contains("device open"), "info logging missing:\n{err}");
+    let (_, _, quiet) = run(macuda(dir.path()).args(["--device", "null", "demo"]));
+    assert!(
+        !quiet.contains("device open"),
+        "MACUDA_LOG=off still logged:\n{quiet}"
+    );
+}
+
+#[test]
+fn report_refuses_a_file_that_is_not_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.msgpack");
+    std::fs::write(&junk, b"hello").unwrap();
+    let (code, _, err) = run(macuda(dir.path()).args(["report", junk.to_str().unwrap()]));
+    assert_eq!(code, 1);
+    assert!(err.contains("not a macuda crash report"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_clears_bus_mastering_writes_a_report_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = macuda(dir.path())
+        .args(["--device", "null", "demo", "--pace-ms", "3000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the startup line: the Host (and its Ctrl-C handler) is up.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("device null"), "{first}");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "macuda did not end after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("bus mastering cleared"), "{err}");
+    let report = err
+        .lines()
+        .find_map(|l| l.split("crash report: ").nth(1))
+        .map(PathBuf::from)
+        .expect("report path on stderr");
+    let (code, text, _) = run(macuda(dir.path()).args(["report", report.to_str().unwrap()]));
+    assert_eq!(code, 0);
+    assert!(text.contains("interrupted (Ctrl-C)"), "{text}");
+    assert!(text.contains("[ok] clear bus mastering"), "{text}");
+    assert!(
+        !text.contains("function-level reset"),
+        "an interrupt must not reset: {text}"
+    );
+}
