@@ -167,6 +167,19 @@ macro_rules! actor_protocol {
                 self.inner.actor()
             }
 
+            /// Start an actor thread serving `service` under the harness.
+            ///
+            /// # Errors
+            /// Only if the OS refuses to create the thread.
+            pub fn spawn<S: $service + 'static>(
+                config: $crate::ActorConfig,
+                mut service: S,
+            ) -> ::std::io::Result<($handle, $crate::ActorJoin)> {
+                let (inner, join) =
+                    $crate::spawn(config, move |req: $req, cx| req.dispatch(&mut service, cx))?;
+                Ok(($handle { inner }, join))
+            }
+
             $(
                 $(#[$vmeta])*
                 pub fn $method(&self, $( $arg: $argty ),*) -> ::std::result::Result<$ret, $err> {

@@ -134,15 +134,11 @@ impl GspService for GspActor {
 /// # Errors
 /// Only if the thread cannot start.
 pub fn spawn(config: ActorConfig, pci: PciHandle) -> Result<(GspHandle, ActorJoin), GspError> {
-    let mut actor = GspActor {
+    let actor = GspActor {
         pci,
         tree: ObjectTree::default(),
         info: None,
         stats: GspStats::default(),
     };
-    let (handle, join) = macuda_core::spawn(config, move |req: GspRequest, cx| {
-        req.dispatch(&mut actor, cx)
-    })
-    .map_err(GspError::Spawn)?;
-    Ok((GspHandle::new(handle), join))
+    GspHandle::spawn(config, actor).map_err(GspError::Spawn)
 }

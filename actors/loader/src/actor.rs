@@ -114,16 +114,12 @@ pub fn spawn(
     memory: MemoryHandle,
     submit: SubmitHandle,
 ) -> Result<(LoaderHandle, ActorJoin), LoaderError> {
-    let mut actor = LoaderActor {
+    let actor = LoaderActor {
         memory,
         submit,
         modules: BTreeMap::new(),
         next: 0,
         stats: LoaderStats::default(),
     };
-    let (handle, join) = macuda_core::spawn(config, move |req: LoaderRequest, cx| {
-        req.dispatch(&mut actor, cx)
-    })
-    .map_err(LoaderError::Spawn)?;
-    Ok((LoaderHandle::new(handle), join))
+    LoaderHandle::spawn(config, actor).map_err(LoaderError::Spawn)
 }

@@ -149,7 +149,7 @@ pub fn spawn(
     let va_space = gsp
         .alloc(info.device, macuda_hw::class::FERMI_VASPACE_A)
         .map_err(MemoryError::Gsp)?;
-    let mut actor = MemoryActor {
+    let actor = MemoryActor {
         pci,
         vram: RangeAllocator::new(0, allocatable, PAGE_4K),
         va: RangeAllocator::new(VA_BASE, VA_BYTES, PAGE_4K),
@@ -160,9 +160,5 @@ pub fn spawn(
         },
         _va_space: va_space,
     };
-    let (handle, join) = macuda_core::spawn(config, move |req: MemoryRequest, cx| {
-        req.dispatch(&mut actor, cx)
-    })
-    .map_err(MemoryError::Spawn)?;
-    Ok((MemoryHandle::new(handle), join))
+    MemoryHandle::spawn(config, actor).map_err(MemoryError::Spawn)
 }

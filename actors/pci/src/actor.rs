@@ -157,13 +157,9 @@ pub fn spawn(
     let mut transport = opener.open()?;
     read_identity(transport.as_mut())?;
     enable_bus_master(transport.as_mut())?;
-    let mut actor = PciActor {
+    let actor = PciActor {
         transport,
         stats: PciStats::default(),
     };
-    let (handle, join) = macuda_core::spawn(config, move |req: PciRequest, cx| {
-        req.dispatch(&mut actor, cx)
-    })
-    .map_err(PciError::Io)?;
-    Ok((PciHandle::new(handle), join))
+    PciHandle::spawn(config, actor).map_err(PciError::Io)
 }

@@ -186,7 +186,7 @@ pub fn spawn(
     memory: MemoryHandle,
     pci: PciHandle,
 ) -> Result<(SubmitHandle, ActorJoin), SubmitError> {
-    let mut actor = SubmitActor {
+    let actor = SubmitActor {
         memory,
         pci,
         streams: BTreeMap::new(),
@@ -195,9 +195,5 @@ pub fn spawn(
         copies_queued: 0,
         stats: SubmitStats::default(),
     };
-    let (handle, join) = macuda_core::spawn(config, move |req: SubmitRequest, cx| {
-        req.dispatch(&mut actor, cx)
-    })
-    .map_err(SubmitError::Spawn)?;
-    Ok((SubmitHandle::new(handle), join))
+    SubmitHandle::spawn(config, actor).map_err(SubmitError::Spawn)
 }
