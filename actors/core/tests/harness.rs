@@ -2,7 +2,7 @@
 //! recoverable errors, injected faults, request history and stopping.
 
 use macuda_core::{
-    actor_protocol, spawn, ActorConfig, ActorError, ActorFault, Failure, FaultAction, FaultPlan,
+    actor_protocol, ActorConfig, ActorError, ActorFault, Failure, FaultAction, FaultPlan,
     FaultSwitch, Outcome, Severity, StopOutcome, SupervisorEvent,
 };
 use std::sync::Arc;
@@ -82,13 +82,9 @@ fn world(deadline: Duration) -> World {
         events: tx,
         faults: Arc::clone(&faults),
     };
-    let mut toy = Toy { total: 0 };
-    let (h, join) = spawn(config, move |req: ToyRequest, cx| {
-        req.dispatch(&mut toy, cx)
-    })
-    .unwrap();
+    let (handle, join) = ToyHandle::spawn(config, Toy { total: 0 }).unwrap();
     World {
-        handle: ToyHandle::new(h),
+        handle,
         join,
         events,
         faults,

@@ -68,33 +68,19 @@ pub trait Opener: Send + Sync {
 /// # Errors
 /// `NotBuilt` for transports whose issue has not landed.
 pub fn open_transport(spec: &DeviceSpec) -> Result<Arc<dyn Opener>, PciError> {
-    match spec {
-        DeviceSpec::Null => Ok(Arc::new(NullOpener::gb202())),
-        DeviceSpec::TinyGpu { .. } => Err(PciError::NotBuilt {
-            backend: "tinygpu",
-            lands_with: "PCI transports issue",
-        }),
-        DeviceSpec::Remote { .. } => Err(PciError::NotBuilt {
-            backend: "remote",
-            lands_with: "PCI transports issue",
-        }),
-        DeviceSpec::Sysfs { .. } => Err(PciError::NotBuilt {
-            backend: "sysfs",
-            lands_with: "PCI transports issue",
-        }),
-        DeviceSpec::Replay { .. } => Err(PciError::NotBuilt {
-            backend: "replay",
-            lands_with: "PCI transports issue",
-        }),
-        DeviceSpec::Kernel { .. } => Err(PciError::NotBuilt {
-            backend: "kernel",
-            lands_with: "kernel-module RM issue",
-        }),
-        DeviceSpec::Auto => Err(PciError::NotBuilt {
-            backend: "auto (resolve it first)",
-            lands_with: "device selection",
-        }),
-    }
+    let (backend, lands_with) = match spec {
+        DeviceSpec::Null => return Ok(Arc::new(NullOpener::gb202())),
+        DeviceSpec::TinyGpu { .. } => ("tinygpu", "PCI transports issue"),
+        DeviceSpec::Remote { .. } => ("remote", "PCI transports issue"),
+        DeviceSpec::Sysfs { .. } => ("sysfs", "PCI transports issue"),
+        DeviceSpec::Replay { .. } => ("replay", "PCI transports issue"),
+        DeviceSpec::Kernel { .. } => ("kernel", "kernel-module RM issue"),
+        DeviceSpec::Auto => ("auto (resolve it first)", "device selection"),
+    };
+    Err(PciError::NotBuilt {
+        backend,
+        lands_with,
+    })
 }
 
 /// The command register before and after a change.
