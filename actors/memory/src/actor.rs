@@ -2,7 +2,7 @@ use crate::error::MemoryError;
 use crate::range::RangeAllocator;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_gsp::{GspHandle, ObjectHandle};
-use macuda_pci::PciHandle;
+use macuda_pci::{DmaRegion, PciHandle};
 use serde::{Deserialize, Serialize};
 
 /// Small pages; every allocation is a whole number of them, which keeps
@@ -29,12 +29,6 @@ pub struct DeviceBuffer {
     pub vram_offset: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostBuffer {
-    pub bus_addr: u64,
-    pub bytes: u64,
-}
-
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryStats {
     pub vram_allocatable: u64,
@@ -56,7 +50,7 @@ actor_protocol! {
     /// Free by device pointer; returns the bytes released.
     FreeDevice => fn free_device(va: u64) -> u64;
     /// Pinned host memory the GPU can reach by DMA.
-    AllocHost => fn alloc_host(bytes: u64) -> HostBuffer;
+    AllocHost => fn alloc_host(bytes: u64) -> DmaRegion;
     Stats => fn stats() -> MemoryStats;
 }
 
@@ -104,14 +98,11 @@ impl MemoryService for MemoryActor {
         Ok(len)
     }
 
-    fn alloc_host(&mut self, bytes: u64) -> Result<HostBuffer, MemoryError> {
+    fn alloc_host(&mut self, bytes: u64) -> Result<DmaRegion, MemoryError> {
         match self.pci.alloc_dma(bytes) {
             Ok(r) => {
                 self.stats.host_allocs += 1;
-                Ok(HostBuffer {
-                    bus_addr: r.bus_addr,
-                    bytes: r.bytes,
-                })
+                Ok(r)
             }
             Err(e) => {
                 if e.is_refusal() {

@@ -10,8 +10,6 @@ mod actor;
 mod error;
 mod range;
 
-pub use actor::{
-    spawn, DeviceBuffer, HostBuffer, MemoryHandle, MemoryRequest, MemoryService, MemoryStats,
-};
+pub use actor::{spawn, DeviceBuffer, MemoryHandle, MemoryRequest, MemoryService, MemoryStats};
 pub use error::MemoryError;
 pub use range::{RangeAllocator, RangeError};

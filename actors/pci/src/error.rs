@@ -1,4 +1,5 @@
 use macuda_core::{ActorError, ActorFault, Severity};
+use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PciError {
@@ -11,12 +12,52 @@ pub enum PciError {
     },
     #[error("the null device refuses {what}: it has no card behind it")]
     Refused { what: &'static str },
+    #[error("the {backend} transport does not support {what}")]
+    Unsupported {
+        backend: &'static str,
+        what: &'static str,
+    },
     #[error("the null device has no register at BAR0 + {offset:#x}")]
     NoSuchRegister { offset: u64 },
     #[error("config access at {offset:#x} ({width} bytes) is outside the configuration space")]
     ConfigOutOfRange { offset: u16, width: usize },
+    #[error("access of {len} bytes at {offset:#x} is outside {what} ({size} bytes)")]
+    OutOfRange {
+        what: String,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
     #[error("not an NVIDIA GPU: vendor {vendor:#06x}, device {device:#06x}")]
     NotNvidia { vendor: u16, device: u16 },
+    #[error("the TinyGPU server refused `{command}`: {message}")]
+    Server {
+        command: &'static str,
+        message: String,
+    },
+    #[error("the TinyGPU server sent a bad reply to `{command}`: {what}")]
+    Protocol { command: &'static str, what: String },
+    #[error("the TinyGPU server closed the connection during `{command}`")]
+    Closed { command: &'static str },
+    #[error("no reply to `{command}` within {after_ms} ms")]
+    Timeout {
+        command: &'static str,
+        after_ms: u64,
+    },
+    #[error("cannot reach {what}")]
+    Connect {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} failed")]
+    Os {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the card is in use by process {pid} (lock file {})", path.display())]
+    CardBusy { path: PathBuf, pid: String },
     #[error("transport I/O failed")]
     Io(#[source] std::io::Error),
 }
@@ -34,12 +75,23 @@ impl ActorFault for PciError {
         match self {
             PciError::Actor(ActorError::Injected { .. }) => Severity::Fatal,
             PciError::Actor(_) => Severity::Downstream,
-            PciError::Io(_) => Severity::Fatal,
+            // A transport that broke mid-conversation leaves the card in an
+            // unknown state: that is the actor's failure.
+            PciError::Io(_)
+            | PciError::Os { .. }
+            | PciError::Protocol { .. }
+            | PciError::Closed { .. }
+            | PciError::Timeout { .. } => Severity::Fatal,
             PciError::NotBuilt { .. }
             | PciError::Refused { .. }
+            | PciError::Unsupported { .. }
             | PciError::NoSuchRegister { .. }
             | PciError::ConfigOutOfRange { .. }
-            | PciError::NotNvidia { .. } => Severity::Recoverable,
+            | PciError::OutOfRange { .. }
+            | PciError::NotNvidia { .. }
+            | PciError::Server { .. }
+            | PciError::Connect { .. }
+            | PciError::CardBusy { .. } => Severity::Recoverable,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! what recovery really did to the "card"), and refuses DMA and submission.
 
 use crate::error::PciError;
-use crate::transport::{BarInfo, DmaRegion, Opener, Transport};
+use crate::transport::{BarInfo, DmaId, DmaRegion, Opener, Transport};
 use macuda_hw::pci::{offset, Width, CONFIG_SPACE_BYTES, VENDOR_NVIDIA};
 use macuda_hw::regs::{
     NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
@@ -238,24 +238,30 @@ impl Transport for NullTransport {
         Ok(self.card.profile.bars.clone())
     }
 
-    fn mmio_read32(&mut self, at: u64) -> Result<u32, PciError> {
+    fn mmio_read(&mut self, at: u64, out: &mut [u8]) -> Result<(), PciError> {
         let p = &self.card.profile;
-        match u32::try_from(at) {
-            Ok(NV_PMC_BOOT_0::ADDR) => Ok(p.boot_0),
-            Ok(NV_PMC_BOOT_42::ADDR) => Ok(p.boot_42),
-            Ok(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR) => Ok(p.vram_mib),
+        let value = match (u32::try_from(at), out.len()) {
+            (Ok(NV_PMC_BOOT_0::ADDR), 4) => p.boot_0,
+            (Ok(NV_PMC_BOOT_42::ADDR), 4) => p.boot_42,
+            (Ok(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR), 4) => p.vram_mib,
             // No firmware ever ran on the null card.
-            Ok(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR) => Ok(0),
-            _ => Err(PciError::NoSuchRegister { offset: at }),
-        }
+            (Ok(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR), 4) => 0,
+            _ => return Err(PciError::NoSuchRegister { offset: at }),
+        };
+        out.copy_from_slice(&value.to_le_bytes());
+        Ok(())
     }
 
-    fn mmio_write32(&mut self, at: u64, value: u32) -> Result<(), PciError> {
-        self.card.record(CardEvent::MmioWrite {
-            connection: self.connection,
-            offset: at,
-            value,
-        });
+    fn mmio_write(&mut self, at: u64, data: &[u8]) -> Result<(), PciError> {
+        for (i, word) in data.chunks(4).enumerate() {
+            let mut b = [0u8; 4];
+            b[..word.len()].copy_from_slice(word);
+            self.card.record(CardEvent::MmioWrite {
+                connection: self.connection,
+                offset: at + 4 * i as u64,
+                value: u32::from_le_bytes(b),
+            });
+        }
         Ok(())
     }
 
@@ -264,6 +270,14 @@ impl Transport for NullTransport {
     }
 
     fn alloc_dma(&mut self, _bytes: u64) -> Result<DmaRegion, PciError> {
+        Err(PciError::Refused { what: "DMA" })
+    }
+
+    fn dma_read(&mut self, _id: DmaId, _offset: u64, _out: &mut [u8]) -> Result<(), PciError> {
+        Err(PciError::Refused { what: "DMA" })
+    }
+
+    fn dma_write(&mut self, _id: DmaId, _offset: u64, _data: &[u8]) -> Result<(), PciError> {
         Err(PciError::Refused { what: "DMA" })
     }
 

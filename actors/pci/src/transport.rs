@@ -12,15 +12,51 @@ pub struct BarInfo {
     pub bytes: u64,
 }
 
-/// Host memory the GPU can reach by DMA.
+/// Names one DMA region within the transport that allocated it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DmaId(pub u32);
+
+/// One bus-contiguous run of a DMA region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DmaRegion {
+pub struct DmaSegment {
     pub bus_addr: u64,
     pub bytes: u64,
 }
 
-/// One connection to a card. Implementations: null (now); TinyGPU, sysfs,
-/// recorder and replay (the PCI transports issue).
+/// Host memory the GPU can reach by DMA: the CPU reaches it through the
+/// transport (`dma_read`/`dma_write`), the GPU through the bus addresses of
+/// its segments, which describe the region's prefix in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DmaRegion {
+    pub id: DmaId,
+    /// Bytes the CPU can reach (at least what was asked for).
+    pub bytes: u64,
+    pub segments: Vec<DmaSegment>,
+}
+
+impl DmaRegion {
+    /// Bytes the GPU can reach: the sum of the segments. Less than `bytes`
+    /// when the platform truncated the scatter list (macOS stops at 32
+    /// segments); only this prefix may be handed to the GPU.
+    pub fn covered(&self) -> u64 {
+        self.segments.iter().map(|s| s.bytes).sum()
+    }
+
+    /// The bus address of byte `offset` of the region, if the GPU can reach it.
+    pub fn bus_addr(&self, offset: u64) -> Option<u64> {
+        let mut base = 0;
+        for s in &self.segments {
+            if offset < base + s.bytes {
+                return Some(s.bus_addr + (offset - base));
+            }
+            base += s.bytes;
+        }
+        None
+    }
+}
+
+/// One connection to a card: null, TinyGPU (unix socket or TCP), sysfs, and
+/// the recorder and replay that wrap or stand in for any of them.
 pub trait Transport: Send {
     /// The backend's name, e.g. `null` or `tinygpu`.
     fn backend(&self) -> &'static str;
@@ -30,16 +66,26 @@ pub trait Transport: Send {
     /// # Errors
     /// Out-of-range offsets and transport failures.
     fn config_write(&mut self, offset: u16, width: Width, value: u32) -> Result<(), PciError>;
+    /// The BARs the function exposes, with their sizes.
     /// # Errors
     /// Transport failures.
     fn bars(&mut self) -> Result<Vec<BarInfo>, PciError>;
-    /// A 32-bit read at BAR0 + `offset`.
+    /// Read `out.len()` bytes at BAR0 + `offset`. Posted writes issued
+    /// before it reach the card first.
     /// # Errors
     /// Transport failures; the null device refuses registers it does not model.
-    fn mmio_read32(&mut self, offset: u64) -> Result<u32, PciError>;
+    fn mmio_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError>;
+    /// Write `data` at BAR0 + `offset`. The write may be posted (returned
+    /// from before the card has it); [`Transport::flush`] or any read orders it.
     /// # Errors
     /// Transport failures.
-    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), PciError>;
+    fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), PciError>;
+    /// Push out posted writes.
+    /// # Errors
+    /// Transport failures.
+    fn flush(&mut self) -> Result<(), PciError> {
+        Ok(())
+    }
     /// Ring a channel's doorbell: the moment work is handed to the GPU.
     /// # Errors
     /// The null device refuses submission.
@@ -47,10 +93,33 @@ pub trait Transport: Send {
     /// # Errors
     /// The null device refuses DMA.
     fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError>;
+    /// CPU read of a DMA region.
+    /// # Errors
+    /// Unknown region or out-of-range access.
+    fn dma_read(&mut self, id: DmaId, offset: u64, out: &mut [u8]) -> Result<(), PciError>;
+    /// CPU write of a DMA region.
+    /// # Errors
+    /// Unknown region or out-of-range access.
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError>;
     /// PCIe function-level reset.
     /// # Errors
     /// Transport failures.
     fn function_reset(&mut self) -> Result<(), PciError>;
+
+    /// A 32-bit register read at BAR0 + `offset`.
+    /// # Errors
+    /// As [`Transport::mmio_read`].
+    fn mmio_read32(&mut self, offset: u64) -> Result<u32, PciError> {
+        let mut b = [0u8; 4];
+        self.mmio_read(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    /// A 32-bit register write at BAR0 + `offset`.
+    /// # Errors
+    /// As [`Transport::mmio_write`].
+    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), PciError> {
+        self.mmio_write(offset, &value.to_le_bytes())
+    }
 }
 
 /// Opens connections to one card. The supervisor keeps the opener so that
