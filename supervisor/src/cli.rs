@@ -5,7 +5,9 @@ use crate::report::CrashReport;
 use crate::workload;
 use clap::{Parser, Subcommand};
 use macuda_core::{error_chain, FaultAction, FaultPlan};
-use macuda_pci::{clear_bus_master, open_transport, read_identity, DeviceSpec};
+use macuda_pci::{
+    clear_bus_master, enable_memory_space, open_transport, read_identity, record_to, DeviceSpec,
+};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,6 +30,10 @@ struct Cli {
     /// null, auto, tinygpu[:SOCKET], remote:HOST:PORT, sysfs:BDF, kernel[:N], replay:TRACE
     #[arg(long, global = true, env = "MACUDA_DEVICE", default_value = "auto")]
     device: DeviceSpec,
+    /// Record every access to the card into this trace (replay it with
+    /// `--device replay:FILE`).
+    #[arg(long, global = true, value_name = "FILE")]
+    record: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -138,19 +144,21 @@ pub fn run(
             deadline_ms,
         } => demo(
             cli.device,
+            cli.record,
             inject,
             Duration::from_millis(pace_ms),
             Duration::from_millis(deadline_ms),
             out,
             err,
         ),
-        Command::Info => info(cli.device, out, err),
+        Command::Info => info(cli.device, cli.record, out, err),
         Command::Report { file, json } => report(&file, json, out, err),
     }
 }
 
 fn demo(
     device: DeviceSpec,
+    record: Option<PathBuf>,
     inject: Option<InjectSpec>,
     pace: Duration,
     deadline: Duration,
@@ -158,6 +166,7 @@ fn demo(
     err: &mut dyn Write,
 ) -> i32 {
     let mut config = HostConfig::new(device);
+    config.record = record;
     config.deadline = deadline.max(Duration::from_millis(1));
     config.ctrl_c = true;
     config.exit_on_interrupt = true;
@@ -252,19 +261,32 @@ fn failed(e: HostError, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     }
 }
 
-fn info(device: DeviceSpec, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+fn info(
+    device: DeviceSpec,
+    record: Option<PathBuf>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     let (spec, notes) = device.resolve();
     for n in &notes {
         let _ = writeln!(out, "note: {n}");
     }
-    let opener = match open_transport(&spec) {
+    let opened = open_transport(&spec).and_then(|o| match &record {
+        Some(path) => record_to(o, path),
+        None => Ok(o),
+    });
+    let opener = match opened {
         Ok(o) => o,
         Err(e) => {
             print_error(err, &e);
             return status::USAGE;
         }
     };
-    let identity = opener.open().and_then(|mut t| read_identity(t.as_mut()));
+    // Memory decoding only: registers answer, the card cannot master the bus.
+    let identity = opener.open().and_then(|mut t| {
+        enable_memory_space(t.as_mut())?;
+        read_identity(t.as_mut())
+    });
     // Whatever happened, leave bus mastering off, through a fresh connection.
     let cleared = opener.open().and_then(|mut t| clear_bus_master(t.as_mut()));
     let code = match identity {
@@ -304,7 +326,7 @@ fn info(device: DeviceSpec, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             status::FAILED
         }
     };
-    match cleared {
+    let code = match cleared {
         Ok(c) => {
             let _ = writeln!(
                 out,
@@ -313,6 +335,17 @@ fn info(device: DeviceSpec, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             );
             code
         }
+        Err(e) => {
+            print_error(err, &e);
+            status::FAILED
+        }
+    };
+    match opener.end_session() {
+        Ok(Some(line)) => {
+            let _ = writeln!(out, "session:   {line}");
+            code
+        }
+        Ok(None) => code,
         Err(e) => {
             print_error(err, &e);
             status::FAILED

@@ -95,6 +95,8 @@ pub struct HostConfig {
     /// After an interrupt's recovery, end the process with status 130.
     pub exit_on_interrupt: bool,
     pub faults: FaultBoard,
+    /// Record every access to the card into this trace.
+    pub record: Option<PathBuf>,
 }
 
 /// `MACUDA_REPORT_DIR`, else `macuda-reports` in the system temp directory.
@@ -116,6 +118,7 @@ impl HostConfig {
             ctrl_c: false,
             exit_on_interrupt: false,
             faults: FaultBoard::new(),
+            record: None,
         }
     }
 }
@@ -160,6 +163,8 @@ pub enum HostError {
         #[source]
         source: Box<HostError>,
     },
+    #[error("`{device}` opens (try `macuda info`), but the RM it needs (GSP-RM boot, or the kernel module's) is not built yet")]
+    RmNotBuilt { device: String },
     #[error("unknown actor `{0}` (expected pci, gsp, memory, submit or loader)")]
     UnknownActor(String),
     #[error("could not start the monitor thread")]
@@ -229,6 +234,13 @@ pub struct Stack {
     pub device: DeviceInfo,
 }
 
+/// Devices whose resource manager the gsp actor can serve today: only the
+/// null device's software RM until GSP-RM boot and the kernel-module path
+/// land.
+fn rm_built(spec: &DeviceSpec) -> bool {
+    matches!(spec, DeviceSpec::Null)
+}
+
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// Where Ctrl-C goes: the events channel of the Host that installed it.
@@ -271,13 +283,28 @@ impl Host {
     /// Device selection errors (before anything is touched) and boot
     /// failures (after recovery ran; the error names the report).
     pub fn start(config: HostConfig) -> Result<Host, HostError> {
-        let (spec, notes) = config.device.clone().resolve();
+        let (mut spec, mut notes) = config.device.clone().resolve();
+        if !rm_built(&spec) {
+            if config.device != DeviceSpec::Auto {
+                return Err(HostError::RmNotBuilt {
+                    device: spec.to_string(),
+                });
+            }
+            notes.push(format!(
+                "auto: `{spec}` needs an RM that is not built yet; using null"
+            ));
+            spec = DeviceSpec::Null;
+        }
         for n in &notes {
             tracing::info!("{n}");
         }
         let opener = match &config.opener {
             Some(o) => Arc::clone(o),
             None => open_transport(&spec)?,
+        };
+        let opener = match &config.record {
+            Some(path) => macuda_pci::record_to(opener, path)?,
+            None => opener,
         };
         let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
         let sup = Arc::new(Supervision::new(

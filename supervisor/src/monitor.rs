@@ -169,6 +169,15 @@ impl Supervision {
             "leave GSP firmware resident (never unloaded)",
             || Ok(note),
         );
+        match self.opener.end_session() {
+            Ok(None) => {}
+            ended => {
+                timed(&mut steps, "end the transport session", || match ended {
+                    Ok(line) => Ok(line.unwrap_or_default()),
+                    Err(e) => Err(chain_text(&e)),
+                });
+            }
+        }
         let report = CrashReport {
             format: REPORT_FORMAT,
             build_id: crate::BUILD_ID.to_string(),

@@ -101,7 +101,19 @@ registers! {
     NV_PFB_PRI_MMU_WPR2_ADDR_HI @ 0x001F_A828 {
         val: 31:4,
     }
+    /// The channel doorbell without a kernel driver: the virtual-function
+    /// register block (BAR0 0xB80000) + 0x30090. Writing a channel's
+    /// work-submit token here tells the host engine to fetch its GPFIFO. The
+    /// oracle pins it for TU102; GB100's headers place the block at the same
+    /// base (reference/submission.md section 2.5).
+    NV_VIRTUAL_FUNCTION_DOORBELL @ 0x00BB_0090 {}
 }
+
+/// The HUBMMU copy of NV_PFB_PRI_MMU_WPR2_ADDR_HI (NV_HUBMMU0_PRI_BASE
+/// 0x880000 + 0xA828) that newer RM releases read on GB10x/GB20x; same
+/// `val` field. Not in the oracle (it comes from headers newer than 580):
+/// reference/gsp.md section 1.2 says to read both until tested on the card.
+pub const NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI: u32 = 0x0088_A828;
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,12 @@
 use crate::error::PciError;
-use crate::transport::{enable_bus_master, BarInfo, DmaRegion, Opener, Transport};
+use crate::transport::{
+    enable_bus_master, enable_memory_space, BarInfo, DmaId, DmaRegion, Opener, Transport,
+};
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_hw::pci::{offset, Width, VENDOR_NVIDIA};
-use macuda_hw::regs::{NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PMC_BOOT_0, NV_PMC_BOOT_42};
+use macuda_hw::regs::{
+    NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
+};
 use macuda_hw::ChipIdentity;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -54,8 +58,14 @@ actor_protocol! {
     ConfigWrite => fn config_write(offset: u16, width: Width, value: u32) -> ();
     MmioRead32 => fn mmio_read32(offset: u64) -> u32;
     MmioWrite32 => fn mmio_write32(offset: u64, value: u32) -> ();
+    MmioRead => fn mmio_read(offset: u64, len: u64) -> Vec<u8>;
+    MmioWrite => fn mmio_write(offset: u64, data: Vec<u8>) -> ();
+    /// Push out posted writes.
+    Flush => fn flush() -> ();
     Doorbell => fn doorbell(token: u32) -> ();
     AllocDma => fn alloc_dma(bytes: u64) -> DmaRegion;
+    DmaRead => fn dma_read(id: DmaId, offset: u64, len: u64) -> Vec<u8>;
+    DmaWrite => fn dma_write(id: DmaId, offset: u64, data: Vec<u8>) -> ();
     Stats => fn stats() -> PciStats;
 }
 
@@ -73,6 +83,23 @@ impl PciActor {
     }
 }
 
+/// Reads through the actor are bounded so a bad length cannot make it
+/// allocate without limit.
+const MAX_READ_BYTES: u64 = 64 << 20;
+
+fn checked_len(len: u64) -> Result<usize, PciError> {
+    if len > MAX_READ_BYTES {
+        return Err(PciError::OutOfRange {
+            what: "one read through the pci actor".to_string(),
+            offset: 0,
+            len,
+            size: MAX_READ_BYTES,
+        });
+    }
+    // CAST: at most 64 MiB.
+    Ok(len as usize)
+}
+
 /// Read the identification of a card over any transport, without booting it.
 ///
 /// # Errors
@@ -88,8 +115,11 @@ pub fn read_identity(t: &mut dyn Transport) -> Result<PciIdentity, PciError> {
     let bars = t.bars()?;
     let boot_0 = t.mmio_read32(u64::from(NV_PMC_BOOT_0::ADDR))?;
     let boot_42 = t.mmio_read32(u64::from(NV_PMC_BOOT_42::ADDR))?;
+    // Either copy of WPR2 being up means firmware ran on this power cycle.
     let wpr2 =
         NV_PFB_PRI_MMU_WPR2_ADDR_HI(t.mmio_read32(u64::from(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR))?);
+    let wpr2_hub =
+        NV_PFB_PRI_MMU_WPR2_ADDR_HI(t.mmio_read32(u64::from(NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI))?);
     Ok(PciIdentity {
         backend: t.backend().to_string(),
         vendor,
@@ -97,7 +127,7 @@ pub fn read_identity(t: &mut dyn Transport) -> Result<PciIdentity, PciError> {
         revision_and_class,
         bars,
         chip: ChipIdentity::decode(boot_0, boot_42),
-        firmware_resident: wpr2.val() != 0,
+        firmware_resident: wpr2.val() != 0 || wpr2_hub.val() != 0,
     })
 }
 
@@ -128,6 +158,32 @@ impl PciService for PciActor {
         self.transport.mmio_write32(offset, value)
     }
 
+    fn mmio_read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
+        self.stats.mmio_reads += 1;
+        let mut out = vec![0u8; checked_len(len)?];
+        self.transport.mmio_read(offset, &mut out)?;
+        Ok(out)
+    }
+
+    fn mmio_write(&mut self, offset: u64, data: Vec<u8>) -> Result<(), PciError> {
+        self.stats.mmio_writes += 1;
+        self.transport.mmio_write(offset, &data)
+    }
+
+    fn flush(&mut self) -> Result<(), PciError> {
+        self.transport.flush()
+    }
+
+    fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
+        let mut out = vec![0u8; checked_len(len)?];
+        self.transport.dma_read(id, offset, &mut out)?;
+        Ok(out)
+    }
+
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: Vec<u8>) -> Result<(), PciError> {
+        self.transport.dma_write(id, offset, &data)
+    }
+
     fn doorbell(&mut self, token: u32) -> Result<(), PciError> {
         self.stats.doorbells += 1;
         let r = self.transport.doorbell(token);
@@ -155,6 +211,9 @@ pub fn spawn(
     opener: &Arc<dyn Opener>,
 ) -> Result<(PciHandle, ActorJoin), PciError> {
     let mut transport = opener.open()?;
+    // Registers answer only with memory decoding on; bus mastering waits
+    // until the card is known to be NVIDIA's.
+    enable_memory_space(transport.as_mut())?;
     read_identity(transport.as_mut())?;
     enable_bus_master(transport.as_mut())?;
     let actor = PciActor {

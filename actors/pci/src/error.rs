@@ -60,6 +60,14 @@ pub enum PciError {
     CardBusy { path: PathBuf, pid: String },
     #[error("transport I/O failed")]
     Io(#[source] std::io::Error),
+    #[error("bad PCI address `{bdf}`: {why} (expected DDDD:BB:DD.F in hex, e.g. 0000:01:00.0)")]
+    BadBdf { bdf: String, why: &'static str },
+    #[error("no PCI device {bdf} ({} does not exist)", path.display())]
+    NoSuchDevice { bdf: String, path: PathBuf },
+    #[error("PCI device {bdf} is bound to the `{driver}` kernel driver; unbind it first")]
+    DriverBound { bdf: String, driver: String },
+    #[error("the replay refused the operation")]
+    Replay(#[from] crate::trace::ReplayError),
 }
 
 impl PciError {
@@ -82,6 +90,9 @@ impl ActorFault for PciError {
             | PciError::Protocol { .. }
             | PciError::Closed { .. }
             | PciError::Timeout { .. } => Severity::Fatal,
+            // The driver left the recording (or the replay broke): it must
+            // not run on.
+            PciError::Replay(_) => Severity::Fatal,
             PciError::NotBuilt { .. }
             | PciError::Refused { .. }
             | PciError::Unsupported { .. }
@@ -91,7 +102,10 @@ impl ActorFault for PciError {
             | PciError::NotNvidia { .. }
             | PciError::Server { .. }
             | PciError::Connect { .. }
-            | PciError::CardBusy { .. } => Severity::Recoverable,
+            | PciError::CardBusy { .. }
+            | PciError::BadBdf { .. }
+            | PciError::NoSuchDevice { .. }
+            | PciError::DriverBound { .. } => Severity::Recoverable,
         }
     }
 }

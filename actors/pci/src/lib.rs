@@ -9,15 +9,28 @@
 
 mod actor;
 mod error;
+mod lock;
 mod null;
 mod spec;
+mod sysfs;
+pub mod tinygpu;
+mod trace;
 mod transport;
 
 pub use actor::{read_identity, spawn, PciHandle, PciIdentity, PciRequest, PciService, PciStats};
 pub use error::PciError;
+pub use lock::{default_lock_dir, CardLock, LOCK_DIR_VAR};
 pub use null::{CardEvent, NullCard, NullOpener, NullProfile};
 pub use spec::{DeviceSpec, ParseDeviceError};
+pub use sysfs::{SysfsOpener, SYSFS_PCI_DEVICES};
+pub use trace::{
+    Divergence, DivergenceKind, Gap, GapError, Recorder, RecordingOpener, Replay, ReplayError,
+    ReplayOpener, ReplayStats, Trace, TraceError, TraceOp, TraceWhy, TracedOp, END_OF_TRACE,
+    MAX_RECORDED_MMIO_BYTES, MAX_TRACE_BYTES, MAX_TRACE_LINE_BYTES, MAX_TRACE_OPS, REPLAY_FINISH,
+    TRACE_HEADER,
+};
 pub use transport::{
-    clear_bus_master, enable_bus_master, open_transport, BarInfo, BusMasterChange, DmaRegion,
-    Opener, Transport,
+    clear_bus_master, default_tinygpu_socket, enable_bus_master, enable_memory_space,
+    open_transport, record_to, BarInfo, BusMasterChange, DmaId, DmaRegion, DmaSegment, Opener,
+    Transport, TRANSPORT_TIMEOUT,
 };

@@ -7,7 +7,8 @@ use crate::error::PciError;
 use crate::transport::{BarInfo, DmaId, DmaRegion, Opener, Transport};
 use macuda_hw::pci::{offset, Width, CONFIG_SPACE_BYTES, VENDOR_NVIDIA};
 use macuda_hw::regs::{
-    NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
+    NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_HI,
+    NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
 };
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -245,7 +246,7 @@ impl Transport for NullTransport {
             (Ok(NV_PMC_BOOT_42::ADDR), 4) => p.boot_42,
             (Ok(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR), 4) => p.vram_mib,
             // No firmware ever ran on the null card.
-            (Ok(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR), 4) => 0,
+            (Ok(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR | NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI), 4) => 0,
             _ => return Err(PciError::NoSuchRegister { offset: at }),
         };
         out.copy_from_slice(&value.to_le_bytes());

@@ -100,7 +100,18 @@ impl fmt::Display for DeviceSpec {
 
 /// Which backends this build can open; `auto` only picks among these.
 fn built(spec: &DeviceSpec) -> bool {
-    matches!(spec, DeviceSpec::Null)
+    matches!(
+        spec,
+        DeviceSpec::Null
+            | DeviceSpec::TinyGpu { .. }
+            | DeviceSpec::Remote { .. }
+            | DeviceSpec::Sysfs { .. }
+    )
+}
+
+/// Whether a TinyGPU server answers on its default socket.
+fn tinygpu_answers() -> bool {
+    std::os::unix::net::UnixStream::connect(crate::transport::default_tinygpu_socket()).is_ok()
 }
 
 impl DeviceSpec {
@@ -116,7 +127,7 @@ impl DeviceSpec {
         if std::path::Path::new("/dev/nvidiactl").exists() {
             candidates.push(DeviceSpec::Kernel { index: 0 });
         }
-        if cfg!(target_os = "macos") {
+        if cfg!(target_os = "macos") && tinygpu_answers() {
             candidates.push(DeviceSpec::TinyGpu { socket: None });
         }
         for c in candidates {
