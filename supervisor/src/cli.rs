@@ -55,6 +55,15 @@ enum Command {
     },
     /// Identify the card without booting it; leaves bus mastering off.
     Info,
+    /// Show what a fat binary, a cubin, or a host object embedding fat
+    /// binaries holds: kernels, parameter layouts, registers, shared memory,
+    /// constant banks, relocations.
+    Inspect {
+        file: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a crash report.
     Report {
         file: PathBuf,
@@ -153,6 +162,7 @@ pub fn run(
         ),
         Command::Info => info(cli.device, cli.record, out, err),
         Command::Report { file, json } => report(&file, json, out, err),
+        Command::Inspect { file, json } => inspect(&file, json, out, err),
     }
 }
 
@@ -346,6 +356,36 @@ fn info(
             code
         }
         Ok(None) => code,
+        Err(e) => {
+            print_error(err, &e);
+            status::FAILED
+        }
+    }
+}
+
+fn inspect(file: &std::path::Path, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = writeln!(err, "macuda: error: cannot read {}: {e}", file.display());
+            return status::USAGE;
+        }
+    };
+    match macuda_loader::inspect::inspect(&bytes) {
+        Ok(i) if json => match serde_json::to_string_pretty(&i) {
+            Ok(s) => {
+                let _ = writeln!(out, "{s}");
+                status::OK
+            }
+            Err(e) => {
+                print_error(err, &e);
+                status::FAILED
+            }
+        },
+        Ok(i) => {
+            let _ = write!(out, "{}", macuda_loader::inspect::render(&i));
+            status::OK
+        }
         Err(e) => {
             print_error(err, &e);
             status::FAILED

@@ -18,6 +18,12 @@ pub struct WorkloadReport {
     pub refusals: Vec<String>,
 }
 
+/// Real modules compiled from tests/cuda by NVIDIA's nvcc (PyPI).
+const VECTOR_ADD_FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/vector_add.size.fatbin");
+const BANKS_FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/banks.size.fatbin");
+/// For a chip whose compute capability is not known, load the Blackwell code.
+const DEFAULT_SM: u32 = 120;
+
 /// Device pointers must be at least this aligned (CUDA's promise).
 const DEVICE_POINTER_ALIGN: u64 = 256;
 
@@ -36,20 +42,6 @@ fn refusable<T>(
         }
         Err(e) => Err(e),
     }
-}
-
-/// Kernel parameters as ggml passes them: pointers and sizes, 12 in all.
-fn launch_params(ptrs: &[u64], i: u64) -> Vec<u8> {
-    let mut p = Vec::with_capacity(12 * 8);
-    for k in 0..12u64 {
-        let v = ptrs
-            .get(k as usize % ptrs.len().max(1))
-            .copied()
-            .unwrap_or(0)
-            + i * k;
-        p.extend_from_slice(&v.to_le_bytes());
-    }
-    p
 }
 
 /// Run the workload; `pace` is slept between phases (to give Ctrl-C a
@@ -115,45 +107,40 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     ));
     std::thread::sleep(pace);
 
-    // loader: two module images, one unloaded again.
-    let images: Vec<(String, Vec<u8>)> = [("vector_add", 3_000usize), ("rms_norm", 9_000)]
-        .iter()
-        .map(|(name, len)| {
-            (
-                name.to_string(),
-                (0..*len).map(|i| (i * 31 % 251) as u8).collect(),
-            )
-        })
-        .collect();
+    // loader: two real fat binaries (vector_add; and banks, whose bank-4
+    // address table is relocated), for the device's architecture.
+    let sm = host
+        .device()
+        .chip
+        .chip
+        .compute_capability()
+        .unwrap_or(DEFAULT_SM);
     let mut modules = Vec::new();
-    for (name, image) in images {
-        modules.push(host.call(|s| s.loader.load_image(name, image))?);
+    for image in [VECTOR_ADD_FATBIN, BANKS_FATBIN] {
+        modules.push(host.call(|s| s.loader.load_module(image.to_vec(), sm))?);
     }
     let loaded = host.call(|s| s.loader.modules())?;
-    host.call(|s| s.loader.unload(modules[0]))?;
-    let lstats = host.call(|s| s.loader.stats())?;
-    r.steps.push(format!(
-        "loader: {} modules loaded ({} bytes queued for upload), 1 unloaded, {} live",
-        loaded.len(),
-        lstats.uploaded_bytes,
-        lstats.live
-    ));
+    let add = host.call(|s| s.loader.function(modules[0], "vector_add".to_string()))?;
     std::thread::sleep(pace);
 
-    // submit: two streams, 64 launches, a synchronisation on each.
-    let entry = loaded.last().map(|m| m.code.va).unwrap_or(0);
+    // submit: two streams, 64 launches of vector_add, a sync on each.
     let ptrs: Vec<u64> = buffers.iter().map(|b| b.va).collect();
     let streams = [
         host.call(|s| s.submit.create_stream())?,
         host.call(|s| s.submit.create_stream())?,
     ];
     for i in 0..64u64 {
+        let (a, b, c) = (ptrs[0], ptrs[1], ptrs[2]);
+        let n = (256 * (i as i32 % 8 + 1)).to_le_bytes();
+        let params = add
+            .marshal(&[&a.to_le_bytes(), &b.to_le_bytes(), &c.to_le_bytes(), &n])
+            .map_err(|e| HostError::Loader(macuda_loader::LoaderError::Image(e)))?;
         let launch = LaunchRecord {
-            entry,
+            entry: add.entry,
             grid: [(i as u32 % 8) + 1, 1, 1],
             block: [256, 1, 1],
             shared_bytes: 0,
-            params: launch_params(&ptrs, i),
+            params,
         };
         let stream = streams[(i % 2) as usize];
         host.call(|s| s.submit.launch(stream, launch))?;
@@ -173,6 +160,18 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     for &stream in &streams {
         host.call(|s| s.submit.destroy_stream(stream))?;
     }
+    host.call(|s| s.loader.unload(modules[0]))?;
+    let lstats = host.call(|s| s.loader.stats())?;
+    r.steps.push(format!(
+        "loader: {} modules for sm_{sm} ({} kernels, {} relocations applied, {} bytes queued for upload); vector_add at {:#x}, {} registers, parameters at bank-0 offset {:#x}",
+        loaded.len(),
+        loaded.iter().map(|m| m.kernels.len()).sum::<usize>(),
+        lstats.relocations_applied,
+        lstats.uploaded_bytes,
+        add.entry,
+        add.registers,
+        add.param_base
+    ));
     let sstats = host.call(|s| s.submit.stats())?;
     r.steps.push(format!(
         "submit: {} streams, {} launches built ({} parameter bytes), {} uploads queued, {synced} of 2 synchronisations completed, {} refused",

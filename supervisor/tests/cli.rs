@@ -203,3 +203,64 @@ fn ctrl_c_clears_bus_mastering_writes_a_report_and_exits_130() {
         "an interrupt must not reset: {text}"
     );
 }
+
+fn fixture(name: &str) -> String {
+    format!(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/cuda/fixtures/{}"),
+        name
+    )
+}
+
+#[test]
+fn inspect_prints_kernels_params_banks_and_relocations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) =
+        run(macuda(dir.path()).args(["inspect", &fixture("banks.speed.fatbin")]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("input: fat binary"), "{out}");
+    assert!(
+        out.contains("sm_90 ELF") && out.contains("sm_120 ELF") && out.contains("lz4"),
+        "{out}"
+    );
+    assert!(out.contains("kernel scale_by_table"), "{out}");
+    assert!(out.contains("param  2: offset 0x0010, 4 bytes"), "{out}");
+    assert!(out.contains("bank 4 `.nv.constant4`"), "{out}");
+    assert!(
+        out.contains("relocation R_CUDA_64 at `.nv.constant4`+0x8 -> calls"),
+        "{out}"
+    );
+    let (code, out, _) = run(macuda(dir.path()).args(["inspect", &fixture("params.sm_90.cubin")]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("input: cubin") && out.contains("kernel big_param"),
+        "{out}"
+    );
+    assert!(out.contains("offset 0x0008, 4800 bytes"), "{out}");
+}
+
+#[test]
+fn inspect_json_is_machine_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) =
+        run(macuda(dir.path()).args(["inspect", "--json", &fixture("kinds.size.fatbin")]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let cubins = v["cubins"].as_array().unwrap();
+    assert_eq!(cubins.len(), 2);
+    let kernels = cubins[0]["cubin"]["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 6);
+    assert!(kernels
+        .iter()
+        .any(|k| k["name"] == "_Z11static_fillPii" && k["local"] == true));
+    assert_eq!(v["fatbins"][0][0]["compression"], "zstd");
+}
+
+#[test]
+fn inspect_refuses_what_is_not_cuda_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.bin");
+    std::fs::write(&junk, b"\x7fELF but not really").unwrap();
+    let (code, _, err) = run(macuda(dir.path()).args(["inspect", junk.to_str().unwrap()]));
+    assert_ne!(code, 0);
+    assert!(err.contains("macuda: error"), "{err}");
+}

@@ -63,6 +63,23 @@ impl Chip {
     }
 }
 
+impl Chip {
+    /// The CUDA compute capability as major*10 + minor, for the chips whose
+    /// capability is fixed by the chip: GA100 8.0 and the other GA10x 8.6,
+    /// AD10x 8.9, GH100 9.0, GB100 10.0, GB20x 12.0.
+    pub fn compute_capability(self) -> Option<u32> {
+        match self {
+            Chip::Ampere { implementation: 0 } => Some(80),
+            Chip::Ampere { .. } => Some(86),
+            Chip::Ada { .. } => Some(89),
+            Chip::Hopper { .. } => Some(90),
+            Chip::BlackwellDatacenter { .. } => Some(100),
+            Chip::BlackwellConsumer { .. } => Some(120),
+            Chip::Unknown { .. } => None,
+        }
+    }
+}
+
 impl fmt::Display for Chip {
     /// NVIDIA's chip names: family prefix, then the implementation as two
     /// digits (GB202, GH100, AD102).
@@ -105,6 +122,28 @@ impl ChipIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compute_capabilities() {
+        assert_eq!(
+            ChipIdentity::decode(0, 0x1B20_00A1)
+                .chip
+                .compute_capability(),
+            Some(120)
+        );
+        assert_eq!(
+            ChipIdentity::decode(0, 0x1800_0000)
+                .chip
+                .compute_capability(),
+            Some(90)
+        );
+        assert_eq!(
+            ChipIdentity::decode(0, 0x0500_0000)
+                .chip
+                .compute_capability(),
+            None
+        );
+    }
 
     #[test]
     fn names_chips() {

@@ -5,6 +5,7 @@
 //! from here, and the tests in `tests/` pin them to NVIDIA's headers (the
 //! project oracle, copied in part under `tests/data/`).
 
+pub mod cbank0;
 pub mod chip;
 pub mod class;
 pub mod pci;

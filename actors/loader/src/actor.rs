@@ -1,26 +1,67 @@
+use crate::cubin::{Kernel, Param};
 use crate::error::LoaderError;
+use crate::image::{bank_bindings, cbank0_bytes, BankBinding, Bases};
+use crate::module::{prepare, system_extern_address, Prepared};
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_memory::{DeviceBuffer, MemoryHandle};
 use macuda_submit::SubmitHandle;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Code sections start on this boundary.
-const CODE_ALIGN: u64 = 128;
-/// Unmapped-fault protection after the last instruction: the instruction
-/// prefetcher reads past the end of the code and faults without it.
-const GUARD_BYTES: u64 = 4096;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ModuleId(pub u32);
 
+/// What a launcher needs to know of one kernel of a loaded module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionInfo {
+    pub module: ModuleId,
+    pub name: String,
+    /// GPU address of the first instruction.
+    pub entry: u64,
+    pub code_bytes: u64,
+    pub sm: u32,
+    pub registers: u32,
+    /// Static shared memory (including the 1 KiB reserve on sm_90+).
+    pub shared_bytes: u64,
+    /// Per-thread local memory the kernel needs (stack and frame).
+    pub local_bytes: u32,
+    pub barriers: u32,
+    pub max_threads: Option<[u32; 3]>,
+    pub required_threads: Option<[u32; 3]>,
+    pub param_base: u32,
+    pub param_bytes: u32,
+    pub params: Vec<Param>,
+    /// Bank-0 size for a launch (driver area and parameters).
+    pub cbank0_bytes: u64,
+    /// Banks 2, 3 and 4 as they must be bound.
+    pub banks: Vec<BankBinding>,
+    pub cooperative: bool,
+}
+
+impl FunctionInfo {
+    /// The parameter block (what goes at `param_base` in bank 0) from one
+    /// byte slice per parameter, each exactly as large as the metadata says.
+    ///
+    /// # Errors
+    /// A wrong number of arguments, or one of the wrong size.
+    pub fn marshal(&self, args: &[&[u8]]) -> Result<Vec<u8>, crate::image::ImageError> {
+        let mut block = vec![0u8; self.param_bytes as usize];
+        crate::image::place_params(&mut block, &self.name, &self.params, args)?;
+        Ok(block)
+    }
+}
+
+/// One loaded module, for listings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleInfo {
     pub id: ModuleId,
-    pub name: String,
-    pub image_bytes: u64,
-    /// Where the code lives on the device, guard page included.
+    pub sm: u32,
+    pub kernels: Vec<String>,
     pub code: DeviceBuffer,
+    pub data: Option<DeviceBuffer>,
+    pub relocations_applied: usize,
+    /// System externs (printf, assert) whose slots are left 0.
+    pub unprovided_externs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +70,7 @@ pub struct LoaderStats {
     pub unloaded: u64,
     pub live: u64,
     pub uploaded_bytes: u64,
+    pub relocations_applied: u64,
 }
 
 actor_protocol! {
@@ -37,50 +79,161 @@ actor_protocol! {
     request LoaderRequest;
     service LoaderService;
     error LoaderError;
-    LoadImage => fn load_image(name: String, image: Vec<u8>) -> ModuleId;
+    /// Load a fat binary (or a bare cubin) for a device of compute
+    /// capability `sm` (major*10 + minor).
+    LoadModule => fn load_module(image: Vec<u8>, sm: u32) -> ModuleId;
+    Function => fn function(module: ModuleId, name: String) -> FunctionInfo;
     Unload => fn unload(module: ModuleId) -> ();
     Modules => fn modules() -> Vec<ModuleInfo>;
     Stats => fn stats() -> LoaderStats;
 }
 
+struct Loaded {
+    info: ModuleInfo,
+    prepared: Prepared,
+    bases: Bases,
+}
+
 struct LoaderActor {
     memory: MemoryHandle,
     submit: SubmitHandle,
-    modules: BTreeMap<ModuleId, ModuleInfo>,
+    modules: BTreeMap<ModuleId, Loaded>,
     next: u32,
     stats: LoaderStats,
 }
 
-impl LoaderService for LoaderActor {
-    fn load_image(&mut self, name: String, image: Vec<u8>) -> Result<ModuleId, LoaderError> {
-        if image.is_empty() {
-            return Err(LoaderError::EmptyImage { name });
+fn local_bytes(k: &Kernel) -> u32 {
+    // 0xffffffff marks a stack size ptxas could not bound (recursion).
+    let stack = k.min_stack_bytes.filter(|s| *s != u32::MAX).unwrap_or(0);
+    stack.max(k.frame_bytes.unwrap_or(0))
+}
+
+impl LoaderActor {
+    fn free(&self, code: &DeviceBuffer, data: Option<&DeviceBuffer>) {
+        let _ = self.memory.free_device(code.va);
+        if let Some(d) = data {
+            let _ = self.memory.free_device(d.va);
         }
-        let image_bytes = image.len() as u64;
-        let reserve = image_bytes.next_multiple_of(CODE_ALIGN) + GUARD_BYTES;
+    }
+}
+
+impl LoaderService for LoaderActor {
+    fn load_module(&mut self, image: Vec<u8>, sm: u32) -> Result<ModuleId, LoaderError> {
+        let prepared = prepare(&image, sm)?;
+        let layout = &prepared.layout;
         let code = self
             .memory
-            .alloc_device(reserve)
+            .alloc_device(layout.code_reserve)
             .map_err(LoaderError::Memory)?;
-        if let Err(e) = self.submit.upload(code.va, image) {
-            let _ = self.memory.free_device(code.va);
-            return Err(LoaderError::Submit(e));
+        let data = if layout.data_bytes > 0 {
+            match self.memory.alloc_device(layout.data_bytes) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.free(&code, None);
+                    return Err(LoaderError::Memory(e));
+                }
+            }
+        } else {
+            None
+        };
+        let bases = Bases {
+            code: code.va,
+            data: data.map_or(0, |d| d.va),
+        };
+        let built = match layout.build(&prepared.cubin, bases, &system_extern_address) {
+            Ok(b) => b,
+            Err(e) => {
+                self.free(&code, data.as_ref());
+                return Err(LoaderError::Image(e));
+            }
+        };
+        let mut uploads = vec![(code.va, built.code)];
+        if let Some(d) = &data {
+            uploads.push((d.va, built.data));
+        }
+        for (va, bytes) in uploads {
+            let n = bytes.len() as u64;
+            if let Err(e) = self.submit.upload(va, bytes) {
+                self.free(&code, data.as_ref());
+                return Err(LoaderError::Submit(e));
+            }
+            self.stats.uploaded_bytes += n;
+        }
+        for e in &prepared.unprovided_externs {
+            tracing::warn!(extern_name = %e, "module calls a device-side system function this runtime does not provide; its slot is 0");
         }
         self.next += 1;
         let id = ModuleId(self.next);
+        let info = ModuleInfo {
+            id,
+            sm: prepared.cubin.sm,
+            kernels: prepared
+                .cubin
+                .kernels
+                .iter()
+                .map(|k| k.name.clone())
+                .collect(),
+            code,
+            data,
+            relocations_applied: built.relocations_applied,
+            unprovided_externs: prepared.unprovided_externs.clone(),
+        };
+        self.stats.loaded += 1;
+        self.stats.relocations_applied += built.relocations_applied as u64;
         self.modules.insert(
             id,
-            ModuleInfo {
-                id,
-                name,
-                image_bytes,
-                code,
+            Loaded {
+                info,
+                prepared,
+                bases,
             },
         );
-        self.stats.loaded += 1;
         self.stats.live = self.modules.len() as u64;
-        self.stats.uploaded_bytes += image_bytes;
         Ok(id)
+    }
+
+    fn function(&mut self, module: ModuleId, name: String) -> Result<FunctionInfo, LoaderError> {
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(LoaderError::NoSuchModule(module))?;
+        let c = &m.prepared.cubin;
+        let k = c.kernel(&name).ok_or_else(|| LoaderError::NoSuchFunction {
+            module,
+            name: name.clone(),
+            available: c.kernels.len(),
+        })?;
+        let area = macuda_hw::cbank0::for_sm(c.sm).ok_or(LoaderError::Image(
+            crate::image::ImageError::UnknownArchitecture(c.sm),
+        ))?;
+        let entry = m
+            .prepared
+            .layout
+            .address(k.code_section, m.bases)
+            .ok_or_else(|| LoaderError::NoSuchFunction {
+                module,
+                name: name.clone(),
+                available: c.kernels.len(),
+            })?;
+        Ok(FunctionInfo {
+            module,
+            name,
+            entry,
+            code_bytes: k.code_bytes,
+            sm: c.sm,
+            registers: k.registers.unwrap_or(0),
+            shared_bytes: k.shared_bytes,
+            local_bytes: local_bytes(k),
+            barriers: k.barriers.unwrap_or(0),
+            max_threads: k.max_threads,
+            required_threads: k.required_threads,
+            param_base: k.param_base,
+            param_bytes: k.param_bytes,
+            params: k.params.clone(),
+            cbank0_bytes: cbank0_bytes(k, &area),
+            banks: bank_bindings(c, &m.prepared.layout, m.bases, k),
+            cooperative: k.cooperative,
+        })
     }
 
     fn unload(&mut self, module: ModuleId) -> Result<(), LoaderError> {
@@ -89,15 +242,18 @@ impl LoaderService for LoaderActor {
             .remove(&module)
             .ok_or(LoaderError::NoSuchModule(module))?;
         self.memory
-            .free_device(m.code.va)
+            .free_device(m.info.code.va)
             .map_err(LoaderError::Memory)?;
+        if let Some(d) = m.info.data {
+            self.memory.free_device(d.va).map_err(LoaderError::Memory)?;
+        }
         self.stats.unloaded += 1;
         self.stats.live = self.modules.len() as u64;
         Ok(())
     }
 
     fn modules(&mut self) -> Result<Vec<ModuleInfo>, LoaderError> {
-        Ok(self.modules.values().cloned().collect())
+        Ok(self.modules.values().map(|m| m.info.clone()).collect())
     }
 
     fn stats(&mut self) -> Result<LoaderStats, LoaderError> {

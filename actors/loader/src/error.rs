@@ -1,4 +1,6 @@
 use crate::actor::ModuleId;
+use crate::image::ImageError;
+use crate::module::ModuleError;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_memory::MemoryError;
 use macuda_submit::SubmitError;
@@ -11,10 +13,18 @@ pub enum LoaderError {
     Memory(#[source] MemoryError),
     #[error("submit request failed")]
     Submit(#[source] SubmitError),
-    #[error("module image `{name}` is empty")]
-    EmptyImage { name: String },
+    #[error("the module cannot be loaded")]
+    Module(#[from] ModuleError),
+    #[error("the module cannot be placed")]
+    Image(#[source] ImageError),
     #[error("no module {0:?}")]
     NoSuchModule(ModuleId),
+    #[error("module {module:?} has no kernel `{name}` (it has {available})")]
+    NoSuchFunction {
+        module: ModuleId,
+        name: String,
+        available: usize,
+    },
     #[error("could not start the loader actor thread")]
     Spawn(#[source] std::io::Error),
 }
@@ -26,7 +36,10 @@ impl ActorFault for LoaderError {
             LoaderError::Actor(_) | LoaderError::Memory(_) | LoaderError::Submit(_) => {
                 Severity::Downstream
             }
-            LoaderError::EmptyImage { .. } | LoaderError::NoSuchModule(_) => Severity::Recoverable,
+            LoaderError::Module(_)
+            | LoaderError::Image(_)
+            | LoaderError::NoSuchModule(_)
+            | LoaderError::NoSuchFunction { .. } => Severity::Recoverable,
             LoaderError::Spawn(_) => Severity::Fatal,
         }
     }

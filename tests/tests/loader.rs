@@ -1,0 +1,146 @@
+//! The loader actor inside a running Host on the null device: real fat
+//! binaries loaded for the device's architecture, kernels looked up with
+//! their launch facts, uploads counted (the null device performs none), and
+//! bad modules refused with typed errors that leave the stack running.
+
+use macuda_loader::module::ModuleError;
+use macuda_loader::LoaderError;
+use macuda_supervisor::HostError;
+use macuda_tests::NullWorld;
+use std::time::Duration;
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/cuda/fixtures/").to_string() + name)
+        .unwrap()
+}
+
+fn module_error(e: &HostError) -> Option<&ModuleError> {
+    match e {
+        HostError::Loader(LoaderError::Module(m)) => Some(m),
+        _ => None,
+    }
+}
+
+#[test]
+fn loads_every_fixture_for_sm_120_and_describes_its_kernels() {
+    let world = NullWorld::new(Duration::from_secs(5));
+    let host = world.start();
+    let sm = host.device().chip.chip.compute_capability().unwrap();
+    assert_eq!(sm, 120, "the null card is a GB202");
+    for (file, kernel, params) in [
+        ("vector_add.size.fatbin", "vector_add", 4),
+        ("banks.speed.fatbin", "scale_by_table", 3),
+        ("params.none.fatbin", "big_param", 2),
+        ("shared.size.fatbin", "reverse_block", 2),
+        ("printf.size.fatbin", "say", 1),
+    ] {
+        let m = host
+            .call(|s| s.loader.load_module(fixture(file), sm))
+            .unwrap();
+        let f = host
+            .call(|s| s.loader.function(m, kernel.to_string()))
+            .unwrap();
+        assert_eq!(f.sm, 120, "{file}");
+        assert_eq!(f.param_base, 0x380, "{file}: Blackwell parameter base");
+        assert_eq!(f.params.len(), params, "{file}");
+        assert_eq!(f.entry % 128, 0, "{file}: code is 128-byte aligned");
+        assert!(f.registers > 0, "{file}");
+        assert!(f.cbank0_bytes >= 0x380 + u64::from(f.param_bytes));
+        for b in &f.banks {
+            assert_eq!(b.address % 64, 0, "{file}: bank {} misaligned", b.bank);
+        }
+        if kernel == "scale_by_table" {
+            assert_eq!(
+                f.banks.iter().map(|b| b.bank).collect::<Vec<_>>(),
+                vec![3, 4]
+            );
+        }
+        if kernel == "reverse_block" {
+            assert_eq!(f.shared_bytes, 2048, "1 KiB tile plus the 1 KiB reserve");
+            assert_eq!(f.max_threads, Some([256, 1, 1]));
+        }
+    }
+    let modules = host.call(|s| s.loader.modules()).unwrap();
+    assert_eq!(modules.len(), 5);
+    let printf = modules
+        .iter()
+        .find(|m| m.kernels == vec!["say".to_string()])
+        .unwrap();
+    assert_eq!(printf.unprovided_externs, vec!["vprintf".to_string()]);
+    let stats = host.call(|s| s.loader.stats()).unwrap();
+    assert!(stats.relocations_applied >= 4, "{stats:?}");
+    // Uploads go through submit, which on the null device queues and counts.
+    let submit = host.call(|s| s.submit.stats()).unwrap();
+    assert!(
+        submit.uploads >= 5 && submit.upload_bytes == stats.uploaded_bytes,
+        "{submit:?} {stats:?}"
+    );
+    for m in &modules {
+        host.call(|s| s.loader.unload(m.id)).unwrap();
+    }
+    assert_eq!(
+        host.call(|s| s.memory.stats()).unwrap().vram_used,
+        0,
+        "unloading freed everything"
+    );
+}
+
+#[test]
+fn an_architecture_the_fatbin_lacks_is_refused_naming_what_it_has() {
+    let world = NullWorld::new(Duration::from_secs(5));
+    let host = world.start();
+    let err = host
+        .call(|s| s.loader.load_module(fixture("vector_add.size.fatbin"), 100))
+        .unwrap_err();
+    let text = macuda_core::error_chain(&err).join(": ");
+    assert!(module_error(&err).is_some(), "{text}");
+    assert!(
+        text.contains("sm_90 ELF") && text.contains("sm_120 ELF") && text.contains("PTX"),
+        "{text}"
+    );
+    // A refused module is not a failure of the actor: the stack still runs.
+    assert!(host.call(|s| s.loader.stats()).is_ok());
+}
+
+#[test]
+fn a_cubin_for_another_architecture_is_refused() {
+    let world = NullWorld::new(Duration::from_secs(5));
+    let host = world.start();
+    let err = host
+        .call(|s| s.loader.load_module(fixture("vector_add.sm_90.cubin"), 120))
+        .unwrap_err();
+    assert!(
+        matches!(
+            module_error(&err),
+            Some(ModuleError::WrongArchitecture {
+                cubin: 90,
+                device: 120,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    let m = host
+        .call(|s| s.loader.load_module(fixture("vector_add.sm_90.cubin"), 90))
+        .unwrap();
+    assert!(host.call(|s| s.loader.function(m, "nope".into())).is_err());
+}
+
+#[test]
+fn garbage_and_truncated_modules_are_typed_errors() {
+    let world = NullWorld::new(Duration::from_secs(5));
+    let host = world.start();
+    let good = fixture("kinds.size.fatbin");
+    for bad in [
+        b"hello world".to_vec(),
+        good[..40].to_vec(),
+        good[..good.len() / 2].to_vec(),
+    ] {
+        let err = host.call(|s| s.loader.load_module(bad, 120)).unwrap_err();
+        assert!(module_error(&err).is_some(), "{err:?}");
+    }
+    assert!(
+        host.call(|s| s.loader.load_module(good, 120)).is_ok(),
+        "the loader still works"
+    );
+}
