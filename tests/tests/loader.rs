@@ -144,3 +144,55 @@ fn garbage_and_truncated_modules_are_typed_errors() {
         "the loader still works"
     );
 }
+
+#[test]
+fn parameters_marshal_from_the_host_argument_array() {
+    let world = NullWorld::new(Duration::from_secs(5));
+    let host = world.start();
+    let m = host
+        .call(|s| s.loader.load_module(fixture("params.size.fatbin"), 120))
+        .unwrap();
+    let f = host
+        .call(|s| s.loader.function(m, "mixed_params".into()))
+        .unwrap();
+    // mixed_params(float*, const int64_t*, int, Mixed{int;char;double}, float4, char, double)
+    #[repr(C)]
+    struct Mixed {
+        a: i32,
+        b: u8,
+        c: f64,
+    }
+    let out = 0x1000u64;
+    let idx = 0x2000u64;
+    let n = 77i32;
+    let m = Mixed {
+        a: -5,
+        b: 9,
+        c: 2.5,
+    };
+    let v = [1.0f32, 2.0, 3.0, 4.0];
+    let flag = 1u8;
+    let scale = 0.25f64;
+    let args: [*const u8; 7] = [
+        (&raw const out).cast(),
+        (&raw const idx).cast(),
+        (&raw const n).cast(),
+        (&raw const m).cast(),
+        v.as_ptr().cast(),
+        (&raw const flag).cast(),
+        (&raw const scale).cast(),
+    ];
+    // SAFETY: seven pointers to values of the sizes the kernel declares.
+    let block = unsafe { f.marshal_from_pointers(args.as_ptr()) }.unwrap();
+    assert_eq!(block.len(), 0x50);
+    assert_eq!(&block[0..8], &out.to_le_bytes());
+    assert_eq!(&block[8..16], &idx.to_le_bytes());
+    assert_eq!(&block[0x10..0x14], &n.to_le_bytes());
+    assert_eq!(&block[0x18..0x1c], &(-5i32).to_le_bytes());
+    assert_eq!(block[0x1c], 9);
+    assert_eq!(&block[0x20..0x28], &2.5f64.to_le_bytes());
+    assert_eq!(&block[0x30..0x34], &1.0f32.to_le_bytes());
+    assert_eq!(&block[0x3c..0x40], &4.0f32.to_le_bytes());
+    assert_eq!(block[0x40], 1);
+    assert_eq!(&block[0x48..0x50], &0.25f64.to_le_bytes());
+}

@@ -51,6 +51,28 @@ impl FunctionInfo {
     }
 }
 
+impl FunctionInfo {
+    /// The parameter block from the argument array CUDA host code passes
+    /// (`void** args`: one pointer per parameter, to that parameter's value).
+    ///
+    /// # Safety
+    /// `args` must point to `self.params.len()` pointers, each to at least
+    /// as many readable bytes as that parameter's size.
+    pub unsafe fn marshal_from_pointers(
+        &self,
+        args: *const *const u8,
+    ) -> Result<Vec<u8>, crate::image::ImageError> {
+        let mut slices: Vec<&[u8]> = Vec::with_capacity(self.params.len());
+        for (i, p) in self.params.iter().enumerate() {
+            // SAFETY: the caller promises args[i] exists and points to
+            // p.size readable bytes.
+            let arg = unsafe { std::slice::from_raw_parts(*args.add(i), p.size as usize) };
+            slices.push(arg);
+        }
+        self.marshal(&slices)
+    }
+}
+
 /// One loaded module, for listings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleInfo {

@@ -184,6 +184,10 @@ pub fn render(i: &Inspection) -> String {
             if let Some(t) = k.required_threads {
                 let _ = writeln!(s, "    required block {}x{}x{}", t[0], t[1], t[2]);
             }
+            if !k.exit_offsets.is_empty() {
+                let offs: Vec<String> = k.exit_offsets.iter().map(|o| format!("{o:#x}")).collect();
+                let _ = writeln!(s, "    exits at {}", offs.join(", "));
+            }
             if !k.externs.is_empty() {
                 let _ = writeln!(s, "    calls externs: {}", k.externs.join(", "));
             }
