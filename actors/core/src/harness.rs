@@ -5,6 +5,7 @@ use crate::status::{ActorStatus, Outcome};
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -279,6 +280,30 @@ fn install_panic_hook() {
     });
 }
 
+/// Report a caught panic the hook did not report (hook replaced, or a
+/// panic in background work after the hook already ran).
+fn report_unhooked_panic(config: &ActorConfig, op: &str, payload: &(dyn std::any::Any + Send)) {
+    let reported = PANIC_CONTEXT.with(|c| {
+        c.borrow_mut()
+            .as_mut()
+            .map(|ctx| std::mem::replace(&mut ctx.reported, false))
+            .unwrap_or(false)
+    });
+    if reported {
+        return;
+    }
+    let _ = config.events.send(SupervisorEvent::Failed {
+        actor: config.name,
+        generation: config.generation,
+        failure: Failure::Panic {
+            op: Some(op.to_string()),
+            message: panic_message(payload),
+            location: None,
+            backtrace: String::new(),
+        },
+    });
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
@@ -297,6 +322,81 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub fn spawn<R: Request>(
     config: ActorConfig,
     mut serve: impl FnMut(R, &mut Cx) + Send + 'static,
+) -> std::io::Result<(Handle<R>, ActorJoin)> {
+    spawn_inner(
+        config,
+        (),
+        move |_: &mut (), r, cx| serve(r, cx),
+        None::<Background<()>>,
+    )
+}
+
+/// Work an actor does between requests without anyone waiting for it (the
+/// submit actor's launch lane). After a short spin with nothing to do the
+/// actor parks; producers call [`Waker::wake`] after adding work.
+pub struct Parking {
+    rx: Receiver<()>,
+    parked: Arc<AtomicBool>,
+}
+
+/// Wakes an actor parked in [`Parking`]. Cheap when the actor is awake: one
+/// atomic load, no system call.
+#[derive(Clone)]
+pub struct Waker {
+    tx: Sender<()>,
+    parked: Arc<AtomicBool>,
+}
+
+impl Waker {
+    pub fn wake(&self) {
+        if self.parked.load(Ordering::SeqCst) {
+            let _ = self.tx.try_send(());
+        }
+    }
+}
+
+/// A connected waker and parking place.
+pub fn wake_pair() -> (Waker, Parking) {
+    let (tx, rx) = bounded(1);
+    let parked = Arc::new(AtomicBool::new(false));
+    (
+        Waker {
+            tx,
+            parked: Arc::clone(&parked),
+        },
+        Parking { rx, parked },
+    )
+}
+
+/// Background work and where to park when there is none.
+type Background<S> = (fn(&mut S) -> bool, Parking);
+
+/// How many empty polls of the background work before parking: long
+/// enough to catch the next launch of a burst without a wake-up.
+const SPIN_POLLS: u32 = 2048;
+
+/// Start an actor with background work: `background(&mut state)` runs
+/// whenever no request is waiting and returns whether it did anything;
+/// requests always go first, so a synchronisation request can drain the
+/// background work itself before answering.
+///
+/// # Errors
+/// Only if the OS refuses to create the thread.
+pub fn spawn_with_background<R: Request, S: Send + 'static>(
+    config: ActorConfig,
+    state: S,
+    serve: fn(&mut S, R, &mut Cx),
+    background: fn(&mut S) -> bool,
+    parking: Parking,
+) -> std::io::Result<(Handle<R>, ActorJoin)> {
+    spawn_inner(config, state, serve, Some((background, parking)))
+}
+
+fn spawn_inner<R: Request, S: Send + 'static>(
+    config: ActorConfig,
+    mut state: S,
+    mut serve: impl FnMut(&mut S, R, &mut Cx) + Send + 'static,
+    background: Option<Background<S>>,
 ) -> std::io::Result<(Handle<R>, ActorJoin)> {
     install_panic_hook();
     let (tx, inbox) = bounded::<R>(config.mailbox.max(1));
@@ -331,7 +431,15 @@ pub fn spawn<R: Request>(
                     reported: false,
                 })
             });
-            run(&config, &thread_status, &inbox, &control, &mut serve);
+            run(
+                &config,
+                &thread_status,
+                &inbox,
+                &control,
+                &mut state,
+                &mut serve,
+                background,
+            );
             PANIC_CONTEXT.with(|c| c.borrow_mut().take());
             tracing::debug!("actor stopped");
         })?;
@@ -347,12 +455,87 @@ pub fn spawn<R: Request>(
     ))
 }
 
-fn run<R: Request>(
+enum Next<R> {
+    Request(R),
+    Stop,
+}
+
+/// Wait for the next request, doing background work meanwhile.
+fn next_request<R, S>(
+    inbox: &Receiver<R>,
+    control: &Receiver<()>,
+    state: &mut S,
+    background: &mut Option<Background<S>>,
+    report_panic: &mut dyn FnMut(Box<dyn std::any::Any + Send>),
+) -> Next<R> {
+    let Some((work, parking)) = background else {
+        return select! {
+            recv(control) -> _ => Next::Stop,
+            recv(inbox) -> msg => match msg {
+                Ok(r) => Next::Request(r),
+                Err(_) => Next::Stop,
+            },
+        };
+    };
+    let mut idle = 0u32;
+    loop {
+        if !control.is_empty() {
+            return Next::Stop;
+        }
+        match inbox.try_recv() {
+            Ok(r) => return Next::Request(r),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return Next::Stop,
+            Err(crossbeam_channel::TryRecvError::Empty) => {}
+        }
+        let did = match catch_unwind(AssertUnwindSafe(|| work(state))) {
+            Ok(d) => d,
+            Err(payload) => {
+                report_panic(payload);
+                return Next::Stop;
+            }
+        };
+        if did {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle < SPIN_POLLS {
+            std::hint::spin_loop();
+            continue;
+        }
+        // Park; a producer that sees the flag wakes us. Check once more after
+        // raising it, so work added in between is not slept through.
+        parking.parked.store(true, Ordering::SeqCst);
+        let did = catch_unwind(AssertUnwindSafe(|| work(state))).unwrap_or(false);
+        if !did {
+            select! {
+                recv(control) -> _ => {
+                    parking.parked.store(false, Ordering::SeqCst);
+                    return Next::Stop;
+                }
+                recv(inbox) -> msg => {
+                    parking.parked.store(false, Ordering::SeqCst);
+                    return match msg {
+                        Ok(r) => Next::Request(r),
+                        Err(_) => Next::Stop,
+                    };
+                }
+                recv(parking.rx) -> _ => {}
+            }
+        }
+        parking.parked.store(false, Ordering::SeqCst);
+        idle = 0;
+    }
+}
+
+fn run<R: Request, S>(
     config: &ActorConfig,
     status: &Arc<ActorStatus>,
     inbox: &Receiver<R>,
     control: &Receiver<()>,
-    serve: &mut impl FnMut(R, &mut Cx),
+    state: &mut S,
+    serve: &mut impl FnMut(&mut S, R, &mut Cx),
+    mut background: Option<Background<S>>,
 ) {
     let mut seq = 0u64;
     loop {
@@ -360,12 +543,18 @@ fn run<R: Request>(
         if !control.is_empty() {
             return;
         }
-        let req = select! {
-            recv(control) -> _ => return,
-            recv(inbox) -> msg => match msg {
-                Ok(r) => r,
-                Err(_) => return,
-            },
+        let mut background_panic = |payload: Box<dyn std::any::Any + Send>| {
+            report_unhooked_panic(config, "background work", payload.as_ref());
+        };
+        let req = match next_request(
+            inbox,
+            control,
+            state,
+            &mut background,
+            &mut background_panic,
+        ) {
+            Next::Request(r) => r,
+            Next::Stop => return,
         };
         seq += 1;
         let kind = req.kind();
@@ -418,29 +607,12 @@ fn run<R: Request>(
             if let Some(nth) = inject_panic {
                 panic!("injected panic at request #{nth} (`{kind}`)");
             }
-            serve(req, &mut cx)
+            serve(state, req, &mut cx)
         }));
         if let Err(payload) = result {
             let message = panic_message(payload.as_ref());
-            let reported = PANIC_CONTEXT.with(|c| {
-                c.borrow_mut()
-                    .as_mut()
-                    .map(|ctx| std::mem::replace(&mut ctx.reported, false))
-                    .unwrap_or(false)
-            });
-            if !reported {
-                // Another panic hook replaced ours: report from here instead.
-                let _ = config.events.send(SupervisorEvent::Failed {
-                    actor: config.name,
-                    generation: config.generation,
-                    failure: Failure::Panic {
-                        op: Some(kind.to_string()),
-                        message: message.clone(),
-                        location: None,
-                        backtrace: String::new(),
-                    },
-                });
-            }
+            // Reported by the hook already, unless another hook replaced ours.
+            report_unhooked_panic(config, kind, payload.as_ref());
             status.end(Outcome::Panicked(message));
             // State may be half-updated: serve nothing more.
             return;

@@ -22,7 +22,10 @@ mod status;
 pub use error::{error_chain, find_in_chain, ActorError, ActorFault, Severity};
 pub use event::{Failure, SupervisorEvent};
 pub use fault::{FaultAction, FaultPlan, FaultSwitch, ParseFaultError};
-pub use harness::{spawn, ActorConfig, ActorJoin, Cx, Handle, Reply, Request, StopOutcome};
+pub use harness::{
+    spawn, spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx, Handle, Parking, Reply,
+    Request, StopOutcome, Waker,
+};
 pub use status::{ActorSnapshot, ActorStatus, InFlight, Outcome, RequestRecord};
 
 #[doc(hidden)]

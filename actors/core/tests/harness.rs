@@ -249,3 +249,121 @@ fn a_thread_that_will_not_stop_is_abandoned_with_what_it_was_doing() {
     }
     assert!(caller.join().unwrap().is_err());
 }
+
+mod background {
+    use super::*;
+    use macuda_core::{spawn_with_background, wake_pair, Cx, Waker};
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    #[derive(Debug, thiserror::Error)]
+    pub enum SumError {
+        #[error("actor call failed")]
+        Actor(#[from] ActorError),
+    }
+    impl ActorFault for SumError {
+        fn severity(&self) -> Severity {
+            Severity::Recoverable
+        }
+    }
+
+    actor_protocol! {
+        pub handle SumHandle;
+        request SumRequest;
+        service SumService;
+        error SumError;
+        Total => fn total() -> u64;
+    }
+
+    /// A lane the test feeds without waiting for the actor.
+    type Lane = Arc<Mutex<VecDeque<u64>>>;
+
+    struct Summer {
+        lane: Lane,
+        total: u64,
+        drained_by_background: u64,
+    }
+
+    impl Summer {
+        fn drain(&mut self) -> bool {
+            let mut did = false;
+            while let Some(v) = self.lane.lock().unwrap().pop_front() {
+                self.total += v;
+                did = true;
+            }
+            did
+        }
+    }
+
+    impl SumService for Summer {
+        fn total(&mut self) -> Result<u64, SumError> {
+            // A sync point: everything pushed before it counts.
+            self.drain();
+            Ok(self.total)
+        }
+    }
+
+    fn start() -> (SumHandle, macuda_core::ActorJoin, Lane, Waker) {
+        let (tx, _rx) = flume::unbounded();
+        let config = ActorConfig {
+            name: "summer",
+            generation: 1,
+            mailbox: 4,
+            deadline: Duration::from_secs(5),
+            keep_recent: 4,
+            events: tx,
+            faults: FaultSwitch::default(),
+        };
+        let lane: Lane = Arc::default();
+        let (waker, parking) = wake_pair();
+        let state = Summer {
+            lane: Arc::clone(&lane),
+            total: 0,
+            drained_by_background: 0,
+        };
+        let (h, join) = spawn_with_background(
+            config,
+            state,
+            |s: &mut Summer, req: SumRequest, cx: &mut Cx| req.dispatch(s, cx),
+            |s: &mut Summer| {
+                let before = s.total;
+                let did = s.drain();
+                if did {
+                    s.drained_by_background += s.total - before;
+                }
+                did
+            },
+            parking,
+        )
+        .unwrap();
+        (SumHandle::new(h), join, lane, waker)
+    }
+
+    #[test]
+    fn background_work_runs_between_requests_and_sync_points_see_all_of_it() {
+        let (h, _join, lane, waker) = start();
+        let mut expected = 0;
+        for i in 1..=10_000u64 {
+            lane.lock().unwrap().push_back(i);
+            waker.wake();
+            expected += i;
+        }
+        assert_eq!(h.total().unwrap(), expected);
+    }
+
+    #[test]
+    fn a_parked_actor_is_woken_by_new_work() {
+        let (h, _join, lane, waker) = start();
+        // Long enough for the actor to spin out and park.
+        std::thread::sleep(Duration::from_millis(50));
+        lane.lock().unwrap().push_back(41);
+        waker.wake();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        // The background drains it without any request arriving.
+        while !lane.lock().unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "the parked actor was not woken");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(h.total().unwrap(), 41);
+    }
+}
