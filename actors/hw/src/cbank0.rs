@@ -76,6 +76,50 @@ pub const STACK_TOP: u32 = 0x00FF_FDC0;
 pub const BANK_ADDRESS_ALIGN: u64 = 64;
 pub const BANK_SIZE_ALIGN: u64 = 16;
 
+/// Per-launch and per-channel values of the driver area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DriverWords {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_window: u64,
+    pub local_window: u64,
+    pub dynamic_shared_bytes: u32,
+}
+
+fn put(out: &mut [u8], at: u32, bytes: &[u8]) -> Option<()> {
+    let at = at as usize;
+    out.get_mut(at..at + bytes.len())?.copy_from_slice(bytes);
+    Some(())
+}
+
+impl DriverArea {
+    /// Write the driver words into the start of a bank-0 image: blockDim,
+    /// gridDim, both windows, the stack top and (where it has a slot) the
+    /// dynamic shared size. Everything else stays as it is (zero in a fresh
+    /// bank; CUDA leaves the memory descriptor 0). `None` when `out` is
+    /// shorter than the driver area.
+    pub fn write(&self, out: &mut [u8], w: &DriverWords) -> Option<()> {
+        if out.len() < self.param_base as usize {
+            return None;
+        }
+        for i in 0..3 {
+            put(
+                out,
+                self.block_dim + 4 * i as u32,
+                &w.block[i].to_le_bytes(),
+            )?;
+            put(out, self.grid_dim + 4 * i as u32, &w.grid[i].to_le_bytes())?;
+        }
+        put(out, self.shared_window, &w.shared_window.to_le_bytes())?;
+        put(out, self.local_window, &w.local_window.to_le_bytes())?;
+        put(out, self.stack_top, &STACK_TOP.to_le_bytes())?;
+        if let Some(at) = self.dynamic_shared {
+            put(out, at, &w.dynamic_shared_bytes.to_le_bytes())?;
+        }
+        Some(())
+    }
+}
+
 /// The driver area for a compute capability (major*10 + minor).
 pub fn for_sm(sm: u32) -> Option<DriverArea> {
     match sm {

@@ -8,7 +8,10 @@
 pub mod cbank0;
 pub mod chip;
 pub mod class;
+pub mod methods;
 pub mod pci;
+pub mod push;
+pub mod qmd;
 pub mod regs;
 
 pub use chip::{Chip, ChipIdentity};

@@ -6,7 +6,7 @@
 //! marshalled parameters.
 
 use crate::cubin::{self, reloc, Cubin, Kernel, Param, SectionRole, SymbolKind};
-use macuda_hw::cbank0::{self, DriverArea, BANK_SIZE_ALIGN, STACK_TOP};
+use macuda_hw::cbank0::{self, DriverArea, DriverWords, BANK_SIZE_ALIGN};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -327,16 +327,6 @@ pub fn cbank0_bytes(kernel: &Kernel, area: &DriverArea) -> u64 {
         .next_multiple_of(BANK_SIZE_ALIGN)
 }
 
-fn put_u32(b: &mut [u8], at: u32, v: u32) {
-    let at = at as usize;
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put_u64(b: &mut [u8], at: u32, v: u64) {
-    let at = at as usize;
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
 /// Write the driver words of bank 0 into `out` (at least
 /// [`cbank0_bytes`] long): blockDim, gridDim, the windows, the stack top
 /// and, where it has a slot, the dynamic shared size. Everything else in
@@ -360,16 +350,15 @@ pub fn write_driver_area(
             driver_end: area.param_base,
         });
     }
-    for i in 0..3u32 {
-        put_u32(out, area.block_dim + 4 * i, shape.block[i as usize]);
-        put_u32(out, area.grid_dim + 4 * i, shape.grid[i as usize]);
-    }
-    put_u64(out, area.shared_window, windows.shared);
-    put_u64(out, area.local_window, windows.local);
-    put_u32(out, area.stack_top, STACK_TOP);
-    if let Some(at) = area.dynamic_shared {
-        put_u32(out, at, shape.dynamic_shared_bytes);
-    }
+    let words = DriverWords {
+        grid: shape.grid,
+        block: shape.block,
+        shared_window: windows.shared,
+        local_window: windows.local,
+        dynamic_shared_bytes: shape.dynamic_shared_bytes,
+    };
+    area.write(out, &words)
+        .ok_or(ImageError::UnknownArchitecture(sm))?;
     Ok(area)
 }
 
