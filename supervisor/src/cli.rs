@@ -64,12 +64,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
     /// Print a crash report.
     Report {
         file: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchWhat {
+    /// Launch cost through the lane and descriptor bytes per flush (null device).
+    Launch {
+        #[arg(long, default_value_t = 1_000_000)]
+        launches: u64,
     },
 }
 
@@ -163,6 +177,15 @@ pub fn run(
         Command::Info => info(cli.device, cli.record, out, err),
         Command::Report { file, json } => report(&file, json, out, err),
         Command::Inspect { file, json } => inspect(&file, json, out, err),
+        Command::Bench {
+            what: BenchWhat::Launch { launches },
+        } => match crate::bench::launch_bench(launches) {
+            Ok(b) => {
+                let _ = writeln!(out, "{}", b.render());
+                status::OK
+            }
+            Err(e) => failed(e, out, err),
+        },
     }
 }
 

@@ -97,6 +97,8 @@ pub struct HostConfig {
     pub faults: FaultBoard,
     /// Record every access to the card into this trace.
     pub record: Option<PathBuf>,
+    /// Chain depth, descriptor diffing and the lane's size.
+    pub submit: macuda_submit::SubmitConfig,
 }
 
 /// `MACUDA_REPORT_DIR`, else `macuda-reports` in the system temp directory.
@@ -119,6 +121,7 @@ impl HostConfig {
             exit_on_interrupt: false,
             faults: FaultBoard::new(),
             record: None,
+            submit: macuda_submit::SubmitConfig::default(),
         }
     }
 }
@@ -243,6 +246,9 @@ fn rm_built(spec: &DeviceSpec) -> bool {
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// The compute capability assumed for a chip the table does not know.
+const DEFAULT_SM: u32 = 120;
+
 /// Where Ctrl-C goes: the events channel of the Host that installed it.
 static INTERRUPT_SINK: Mutex<Option<flume::Sender<SupervisorEvent>>> = Mutex::new(None);
 
@@ -336,7 +342,7 @@ impl Host {
                 faults: config.faults.switch(name)?.clone(),
             })
         };
-        let booted = boot(&sup, &opener, &actor_config);
+        let booted = boot(&sup, &opener, &actor_config, config.submit);
         let stack = match booted {
             Ok(stack) => stack,
             Err((actor, err)) => {
@@ -357,6 +363,15 @@ impl Host {
                 });
                 let _ = events.send(SupervisorEvent::Shutdown);
                 let _ = monitor.join();
+                // Blame the actor that failed, not the boot step that noticed.
+                let actor = match &outcome.cause {
+                    ReportCause::Failure { actor: failed, .. } => ACTORS
+                        .iter()
+                        .copied()
+                        .find(|a| a == failed)
+                        .unwrap_or(actor),
+                    _ => actor,
+                };
                 return Err(HostError::Boot {
                     actor,
                     report: outcome.report.as_ref().ok().cloned(),
@@ -554,6 +569,7 @@ fn boot(
     sup: &Supervision,
     opener: &Arc<dyn Opener>,
     config: &ConfigFor<'_>,
+    submit_config: macuda_submit::SubmitConfig,
 ) -> Result<Stack, (&'static str, HostError)> {
     let at = |actor: &'static str| move |e: HostError| (actor, e);
     let (pci, join) = macuda_pci::spawn(config("pci").map_err(at("pci"))?, opener)
@@ -570,8 +586,13 @@ fn boot(
         macuda_memory::spawn(config("memory").map_err(at("memory"))?, &gsp, pci.clone())
             .map_err(|e| ("memory", e.into()))?;
     sup.adopt(join);
+    // A chip whose capability is not known gets Blackwell's formats: the
+    // project's first target.
+    let sm = device.chip.chip.compute_capability().unwrap_or(DEFAULT_SM);
     let (submit, join) = macuda_submit::spawn(
         config("submit").map_err(at("submit"))?,
+        submit_config,
+        sm,
         memory.clone(),
         pci.clone(),
     )

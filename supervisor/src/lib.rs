@@ -6,6 +6,7 @@
 //! unloaded, and a crash report written. It also holds the `macuda` CLI.
 //! It may call every actor crate; only `abi` calls it.
 
+pub mod bench;
 pub mod cli;
 mod host;
 mod monitor;

@@ -123,8 +123,11 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     let add = host.call(|s| s.loader.function(modules[0], "vector_add".to_string()))?;
     std::thread::sleep(pace);
 
-    // submit: two streams, 64 launches of vector_add, a sync on each.
+    // submit: two streams, 64 launches of vector_add (half through the
+    // request path, half through the lane), a sync on each.
     let ptrs: Vec<u64> = buffers.iter().map(|b| b.va).collect();
+    let kernel = host.call(|s| s.submit.register_kernel(add.kernel_desc()))?;
+    let lane = host.call(|s| s.submit.lane())?;
     let streams = [
         host.call(|s| s.submit.create_stream())?,
         host.call(|s| s.submit.create_stream())?,
@@ -136,14 +139,18 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
             .marshal(&[&a.to_le_bytes(), &b.to_le_bytes(), &c.to_le_bytes(), &n])
             .map_err(|e| HostError::Loader(macuda_loader::LoaderError::Image(e)))?;
         let launch = LaunchRecord {
-            entry: add.entry,
+            kernel,
             grid: [(i as u32 % 8) + 1, 1, 1],
             block: [256, 1, 1],
-            shared_bytes: 0,
+            dynamic_shared_bytes: 0,
             params,
         };
         let stream = streams[(i % 2) as usize];
-        host.call(|s| s.submit.launch(stream, launch))?;
+        if i % 2 == 0 {
+            host.call(|s| s.submit.launch(stream, launch))?;
+        } else {
+            lane.launch(macuda_submit::lane_launch(stream, &launch));
+        }
     }
     let mut synced = 0;
     for &stream in &streams {
@@ -174,8 +181,15 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     ));
     let sstats = host.call(|s| s.submit.stats())?;
     r.steps.push(format!(
-        "submit: {} streams, {} launches built ({} parameter bytes), {} uploads queued, {synced} of 2 synchronisations completed, {} refused",
-        sstats.streams, sstats.launches, sstats.param_bytes, sstats.uploads, sstats.refused_flushes
+        "submit: {} streams, {} launches built ({} through the lane) in {} chains, {} descriptor bytes in {} patches, {} command bytes, {synced} of 2 synchronisations completed, {} submissions refused",
+        sstats.streams,
+        sstats.launches,
+        sstats.lane_launches,
+        sstats.chains,
+        sstats.descriptor_bytes,
+        sstats.descriptor_patches,
+        sstats.command_bytes,
+        sstats.refused_submissions
     ));
     std::thread::sleep(pace);
 

@@ -69,7 +69,7 @@ fn demo_with_an_injected_fault_exits_nonzero_and_names_its_report() {
         "null",
         "demo",
         "--inject",
-        "memory:hang:4",
+        "memory:hang:9",
         "--deadline-ms",
         "300",
     ]));

@@ -34,6 +34,18 @@ impl NullWorld {
         }
     }
 
+    /// A null card that records doorbells instead of refusing them, for
+    /// tests that read back the command streams (nothing executes).
+    pub fn swallowing_doorbells(deadline: Duration) -> NullWorld {
+        let mut profile = NullProfile::gb202();
+        profile.swallow_doorbells = true;
+        let card = NullCard::new(profile);
+        let mut world = NullWorld::new(deadline);
+        world.config.opener = Some(Arc::new(NullOpener::new(Arc::clone(&card))));
+        world.card = card;
+        world
+    }
+
     pub fn start(&self) -> Host {
         Host::start(self.config.clone()).expect("host starts on the null card")
     }
@@ -87,6 +99,7 @@ pub fn connection_of(event: &CardEvent) -> u32 {
         CardEvent::Opened { connection }
         | CardEvent::ConfigWrite { connection, .. }
         | CardEvent::MmioWrite { connection, .. }
-        | CardEvent::FunctionReset { connection } => *connection,
+        | CardEvent::FunctionReset { connection }
+        | CardEvent::Doorbell { connection, .. } => *connection,
     }
 }

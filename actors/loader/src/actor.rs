@@ -39,6 +39,30 @@ pub struct FunctionInfo {
 }
 
 impl FunctionInfo {
+    /// What the submit actor needs to launch this kernel.
+    pub fn kernel_desc(&self) -> macuda_submit::KernelDesc {
+        macuda_submit::KernelDesc {
+            name: self.name.clone(),
+            entry: self.entry,
+            code_bytes: self.code_bytes,
+            registers: self.registers,
+            barriers: self.barriers,
+            shared_bytes: self.shared_bytes,
+            local_bytes: self.local_bytes,
+            param_base: self.param_base,
+            param_bytes: self.param_bytes,
+            banks: self
+                .banks
+                .iter()
+                .map(|b| macuda_submit::BankDesc {
+                    bank: b.bank,
+                    address: b.address,
+                    bytes: b.bytes,
+                })
+                .collect(),
+        }
+    }
+
     /// The parameter block (what goes at `param_base` in bank 0) from one
     /// byte slice per parameter, each exactly as large as the metadata says.
     ///

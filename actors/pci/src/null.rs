@@ -23,6 +23,9 @@ pub struct NullProfile {
     pub boot_42: u32,
     pub vram_mib: u32,
     pub bars: Vec<BarInfo>,
+    /// Tests of command streams set this: doorbells are then recorded
+    /// instead of refused (nothing executes; the streams can be read back).
+    pub swallow_doorbells: bool,
 }
 
 const MIB: u64 = 1 << 20;
@@ -52,6 +55,7 @@ impl NullProfile {
                     bytes: 32 * MIB,
                 },
             ],
+            swallow_doorbells: false,
         }
     }
 }
@@ -75,6 +79,10 @@ pub enum CardEvent {
     },
     FunctionReset {
         connection: u32,
+    },
+    Doorbell {
+        connection: u32,
+        token: u32,
     },
 }
 
@@ -266,8 +274,15 @@ impl Transport for NullTransport {
         Ok(())
     }
 
-    fn doorbell(&mut self, _token: u32) -> Result<(), PciError> {
-        Err(PciError::Refused { what: "submission" })
+    fn doorbell(&mut self, token: u32) -> Result<(), PciError> {
+        if !self.card.profile.swallow_doorbells {
+            return Err(PciError::Refused { what: "submission" });
+        }
+        self.card.record(CardEvent::Doorbell {
+            connection: self.connection,
+            token,
+        });
+        Ok(())
     }
 
     fn alloc_dma(&mut self, _bytes: u64) -> Result<DmaRegion, PciError> {

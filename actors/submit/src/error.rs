@@ -1,5 +1,9 @@
 use crate::actor::StreamId;
+use crate::arena::ArenaError;
+use crate::lane::{EventId, KernelId};
+use crate::ring::RingError;
 use macuda_core::{ActorError, ActorFault, Severity};
+use macuda_hw::push::FormatError;
 use macuda_memory::MemoryError;
 use macuda_pci::PciError;
 
@@ -13,8 +17,40 @@ pub enum SubmitError {
     Pci(#[source] PciError),
     #[error("no stream {0:?}")]
     NoSuchStream(StreamId),
+    #[error("no kernel {0:?} (register it first)")]
+    NoSuchKernel(KernelId),
+    #[error("no event {0:?}")]
+    NoSuchEvent(EventId),
     #[error("launch has a zero grid or block dimension: grid {grid:?}, block {block:?}")]
     EmptyLaunch { grid: [u32; 3], block: [u32; 3] },
+    #[error("`{kernel}` takes a {expected}-byte parameter block, {given} bytes given")]
+    ParamBlockSize {
+        kernel: String,
+        expected: u32,
+        given: usize,
+    },
+    #[error("sm_{0} has no launch format")]
+    UnknownArchitecture(u32),
+    #[error("descriptor region")]
+    Arena(#[source] ArenaError),
+    #[error("a value does not fit its hardware field")]
+    Format(#[source] FormatError),
+    #[error("GPFIFO ring")]
+    Ring(#[source] RingError),
+    #[error("a push buffer of {bytes} bytes does not fit the command region")]
+    CommandTooLarge { bytes: u64 },
+    #[error("compute work was submitted while {reason}: the engine could read descriptors that have not arrived")]
+    ComputeInsideChainFlush { reason: &'static str },
+    #[error("the {queue} queue did not reach timeline value {value} within {after_ms} ms")]
+    Stuck {
+        queue: &'static str,
+        value: u64,
+        after_ms: u64,
+    },
+    #[error("cannot read the timeline: {why}")]
+    NoTimeline { why: &'static str },
+    #[error("internal invariant broken: {reason}")]
+    Invariant { reason: &'static str },
     #[error("could not start the submit actor thread")]
     Spawn(#[source] std::io::Error),
 }
@@ -33,8 +69,23 @@ impl ActorFault for SubmitError {
             SubmitError::Actor(_) | SubmitError::Memory(_) | SubmitError::Pci(_) => {
                 Severity::Downstream
             }
-            SubmitError::NoSuchStream(_) | SubmitError::EmptyLaunch { .. } => Severity::Recoverable,
-            SubmitError::Spawn(_) => Severity::Fatal,
+            SubmitError::NoSuchStream(_)
+            | SubmitError::NoSuchKernel(_)
+            | SubmitError::NoSuchEvent(_)
+            | SubmitError::EmptyLaunch { .. }
+            | SubmitError::ParamBlockSize { .. }
+            | SubmitError::Format(_)
+            | SubmitError::CommandTooLarge { .. }
+            | SubmitError::NoTimeline { .. } => Severity::Recoverable,
+            // A broken invariant, a stuck engine or a region that cannot be
+            // reused leave the command streams in an unknown state.
+            SubmitError::ComputeInsideChainFlush { .. }
+            | SubmitError::Invariant { .. }
+            | SubmitError::Stuck { .. }
+            | SubmitError::Arena(_)
+            | SubmitError::Ring(_)
+            | SubmitError::UnknownArchitecture(_)
+            | SubmitError::Spawn(_) => Severity::Fatal,
         }
     }
 }

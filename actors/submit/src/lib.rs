@@ -1,17 +1,31 @@
 //! The submit actor turns kernel launches, copies and synchronisation into
-//! command streams the GPU executes: GPFIFO rings, push buffers, launch
-//! descriptors, semaphores and the copy engine. Launches are queued per
-//! stream and handed to the GPU at synchronisation points by ringing the
-//! channel's doorbell through the pci actor; on the null device that final
-//! hand-over is refused, so everything before it runs and is counted. It
-//! calls memory (for rings and buffers) and pci (for the doorbell), never
-//! anything above it.
+//! the command streams the GPU executes. Launches arrive on a lock-free
+//! lane (callers never wait for the actor) or as requests; each becomes a
+//! launch descriptor (QMD, in the version the compute class takes) and a
+//! constant bank 0, built into a host shadow of the descriptor region.
+//! Launches are chained (128 by default) so the engine walks from one to
+//! the next with no host submission between them, with the timeline
+//! release only at the chain's tail. At a flush the changed parts of the
+//! shadow are copied to a mirror and moved to video memory by the copy
+//! engine, and the compute queue launches the chain's head behind that
+//! delivery; command buffers take the direct path in a region of their
+//! own. Copies, fills and events order against launches through 64-bit
+//! timeline semaphores on both queues. It calls memory (for its regions)
+//! and pci (for doorbells), never anything above it; on the null device it
+//! builds and counts everything and the doorbell is refused.
 
 mod actor;
+pub mod arena;
+pub mod encode;
 mod error;
+pub mod lane;
+pub mod pushbuf;
+pub mod ring;
 
 pub use actor::{
-    spawn, LaunchRecord, StreamId, SubmitHandle, SubmitRequest, SubmitService, SubmitStats,
-    UploadReceipt,
+    lane_launch, spawn, LaunchRecord, StreamId, Submission, SubmitConfig, SubmitHandle,
+    SubmitRequest, SubmitService, SubmitStats, UploadReceipt,
 };
+pub use encode::{BankDesc, DeviceFormat, KernelDesc, LaunchShape};
 pub use error::SubmitError;
+pub use lane::{EventId, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock};

@@ -1,0 +1,512 @@
+//! From a kernel and a launch to the bytes the engine reads: constant bank
+//! 0 (driver words, then parameters) and the launch descriptor (QMD), in
+//! the QMD version the device's compute class takes. Layouts come from
+//! `macuda_hw::{cbank0, qmd}`; this module only decides the values.
+
+use macuda_hw::cbank0::{self, DriverArea, DriverWords, BANK_ADDRESS_ALIGN, BANK_SIZE_ALIGN};
+use macuda_hw::push::{FieldName, FormatError};
+use macuda_hw::qmd::{
+    self, ApiVisibleCallLimit, BankPrefetch, CacheInvalidate, ConstantBank, CwdMembarType,
+    DependentAction, DependentSlot, LaunchDescriptor, Qmd, QmdType, QmdVersion, ReleaseSlot,
+    SamplerIndex, SmConfig, StructureSize,
+};
+use serde::{Deserialize, Serialize};
+
+/// A constant bank a kernel needs bound besides bank 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BankDesc {
+    pub bank: u8,
+    pub address: u64,
+    pub bytes: u64,
+}
+
+/// What a launch needs to know of a kernel, registered once with the
+/// submit actor (the loader's `FunctionInfo` carries all of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelDesc {
+    pub name: String,
+    pub entry: u64,
+    pub code_bytes: u64,
+    pub registers: u32,
+    pub barriers: u32,
+    /// Static shared memory; on sm_90+ it includes the 1 KiB reserve.
+    pub shared_bytes: u64,
+    pub local_bytes: u32,
+    pub param_base: u32,
+    pub param_bytes: u32,
+    pub banks: Vec<BankDesc>,
+}
+
+/// The per-device choices: QMD version, bank-0 layout, windows, and the
+/// shared-memory carve-out triple (always set together: a partial triple
+/// kills the channel on the H200).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceFormat {
+    pub sm: u32,
+    pub qmd: QmdVersion,
+    pub area: DriverArea,
+    pub windows: (u64, u64),
+    pub sm_config: SmConfig,
+    pub sass_version: u8,
+}
+
+/// The reserve every sm_90+ CTA gets even without shared memory (CUDA's
+/// QMDs carry 0x400 for such kernels).
+const SHARED_RESERVE_BYTES: u64 = 0x400;
+/// V05 stores the shared size >> 7.
+const SHARED_SIZE_GRANULE: u64 = 128;
+/// V05 stores local sizes >> 4.
+const LOCAL_SIZE_GRANULE: u32 = 16;
+/// Code prefetch is in 256-byte units, at most 0x1FF of them.
+const PREFETCH_GRANULE: u64 = 256;
+const PREFETCH_MAX_BYTES: u64 = 0x1FF * 256;
+/// The group id and barrier minimum CUDA writes.
+const QMD_GROUP_ID: u8 = 0x3F;
+/// Shared and local windows: where generic addresses map to shared and
+/// local memory; 4 GiB aligned, the values CUDA used on the H200 worked.
+const SHARED_WINDOW: u64 = 0x7F8A_0000_0000;
+const LOCAL_WINDOW: u64 = 0x7F8B_0000_0000;
+
+impl DeviceFormat {
+    /// For a compute capability (major*10 + minor).
+    pub fn for_sm(sm: u32) -> Option<DeviceFormat> {
+        let area = cbank0::for_sm(sm)?;
+        let (qmd, carve_out_kib) = match sm {
+            80..=89 => (QmdVersion::V03_00, 100),
+            90..=99 => (QmdVersion::V04_00, 228),
+            _ => (QmdVersion::V05_00, 100),
+        };
+        Some(DeviceFormat {
+            sm,
+            qmd,
+            area,
+            windows: (SHARED_WINDOW, LOCAL_WINDOW),
+            // 32 KiB minimum and target, the device's maximum carve-out.
+            sm_config: SmConfig::from_kib(32, 32, carve_out_kib).ok()?,
+            // CAST: sm < 256; the high nibble is the major, the low the minor.
+            sass_version: (((sm / 10) << 4) | (sm % 10)) as u8,
+        })
+    }
+
+    /// Bytes of one QMD.
+    pub fn qmd_bytes(&self) -> u64 {
+        self.qmd.dwords() as u64 * 4
+    }
+
+    /// Bank-0 size for a kernel, padded to the descriptor's 16-byte granule.
+    pub fn cbank0_bytes(&self, k: &KernelDesc) -> u64 {
+        u64::from((k.param_base + k.param_bytes).max(self.area.param_base))
+            .next_multiple_of(BANK_SIZE_ALIGN)
+    }
+
+    /// Bank 0 for one launch into `out` (cleared and resized).
+    pub fn write_cbank0(
+        &self,
+        out: &mut Vec<u8>,
+        k: &KernelDesc,
+        launch: &LaunchShape,
+        params: &[u8],
+    ) -> Option<()> {
+        out.clear();
+        out.resize(self.cbank0_bytes(k) as usize, 0);
+        self.area.write(
+            out,
+            &DriverWords {
+                grid: launch.grid,
+                block: launch.block,
+                shared_window: self.windows.0,
+                local_window: self.windows.1,
+                dynamic_shared_bytes: launch.dynamic_shared_bytes,
+            },
+        )?;
+        let at = k.param_base as usize;
+        out.get_mut(at..at + params.len())?.copy_from_slice(params);
+        Some(())
+    }
+
+    /// The launch descriptor: program, resources, dimensions and banks. Its
+    /// dependent link and release are set by the chain.
+    pub fn descriptor(
+        &self,
+        k: &KernelDesc,
+        launch: &LaunchShape,
+        cbank0_address: u64,
+    ) -> LaunchDescriptor {
+        let mut d = LaunchDescriptor {
+            qmd_type: QmdType::GridCta,
+            group_id: QMD_GROUP_ID,
+            sass_version: self.sass_version,
+            program_address: k.entry,
+            program_prefetch_address: k.entry & !(PREFETCH_GRANULE - 1),
+            // CAST: at most 0x1FF00.
+            program_prefetch_size: k
+                .code_bytes
+                .next_multiple_of(PREFETCH_GRANULE)
+                .min(PREFETCH_MAX_BYTES) as u32,
+            register_count: k.registers,
+            barrier_count: k.barriers.max(1),
+            // CAST: shared memory per CTA is far below 4 GiB.
+            shared_memory_size: (k.shared_bytes.max(SHARED_RESERVE_BYTES)
+                + u64::from(launch.dynamic_shared_bytes))
+            .next_multiple_of(SHARED_SIZE_GRANULE) as u32,
+            sm_config: Some(self.sm_config),
+            shared_allocation_enable: true,
+            local_memory_high_size: k.local_bytes.next_multiple_of(LOCAL_SIZE_GRANULE),
+            grid: launch.grid,
+            block: launch.block,
+            invalidate: CacheInvalidate {
+                texture_header: true,
+                texture_sampler: true,
+                texture_data: true,
+                shader_data: true,
+                instruction: false,
+                shader_constant: true,
+            },
+            api_visible_call_limit: ApiVisibleCallLimit::NoCheck,
+            sampler_index: SamplerIndex::ViaHeaderIndex,
+            cwd_membar_type: CwdMembarType::L1Sysmembar,
+            ..LaunchDescriptor::default()
+        };
+        d.constant_banks[0] = ConstantBank {
+            valid: true,
+            address: cbank0_address,
+            // CAST: bank 0 is far below 4 GiB.
+            size: self.cbank0_bytes(k) as u32,
+            prefetch: BankPrefetch::None,
+            invalidate: true,
+        };
+        for b in &k.banks {
+            if let Some(slot) = d.constant_banks.get_mut(usize::from(b.bank)) {
+                *slot = ConstantBank {
+                    valid: true,
+                    address: b.address,
+                    // CAST: bank sizes are below 64 KiB.
+                    size: b.bytes.next_multiple_of(BANK_SIZE_ALIGN) as u32,
+                    prefetch: BankPrefetch::None,
+                    invalidate: true,
+                };
+            }
+        }
+        d
+    }
+
+    /// Link `d` to the next QMD of its chain: when `d` completes, the engine
+    /// re-reads the next one from memory (it was delivered by copy) and
+    /// schedules it.
+    pub fn link(d: &mut LaunchDescriptor, next_qmd: u64) {
+        d.dependents[0] = DependentSlot {
+            enable: true,
+            action: DependentAction::InvalidateCopySchedule,
+            prefetch: true,
+            qmd_address: next_qmd,
+        };
+    }
+
+    /// The chain's tail releases the compute timeline.
+    pub fn release(d: &mut LaunchDescriptor, semaphore: u64, value: u64) {
+        d.releases[0] = ReleaseSlot {
+            enable: true,
+            address: semaphore,
+            payload: value,
+            structure_size: StructureSize::OneWord,
+            payload64b: true,
+            ..ReleaseSlot::default()
+        };
+    }
+
+    /// # Errors
+    /// A value that does not fit the QMD version (the error names the field).
+    pub fn encode(&self, d: &LaunchDescriptor, out: &mut Vec<u8>) -> Result<(), FormatError> {
+        let words = qmd::encode(self.qmd, d)?;
+        out.clear();
+        for w in words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// A kernel's launch descriptor and bank 0 with everything that does not
+/// change between launches already in place, built once at registration:
+/// a launch then copies both and sets only its dimensions, its bank-0
+/// address and its parameters.
+#[derive(Debug, Clone)]
+pub struct KernelTemplate {
+    pub desc: KernelDesc,
+    qmd: Qmd,
+    cbank0: Vec<u8>,
+}
+
+fn split(value: u64, shift: u32) -> (u32, u32) {
+    let v = value >> shift;
+    // CAST: the two halves of the shifted value.
+    (v as u32, (v >> 32) as u32)
+}
+
+impl DeviceFormat {
+    /// # Errors
+    /// A kernel whose values do not fit the QMD version.
+    pub fn template(&self, desc: KernelDesc) -> Result<KernelTemplate, FormatError> {
+        let shape = LaunchShape {
+            grid: [1; 3],
+            block: [1; 3],
+            dynamic_shared_bytes: 0,
+        };
+        let d = self.descriptor(&desc, &shape, 0);
+        let qmd = Qmd::from_words(self.qmd, &qmd::encode(self.qmd, &d)?)?;
+        let mut cbank0 = vec![0u8; self.cbank0_bytes(&desc) as usize];
+        self.area.write(
+            &mut cbank0,
+            &DriverWords {
+                shared_window: self.windows.0,
+                local_window: self.windows.1,
+                ..DriverWords::default()
+            },
+        );
+        Ok(KernelTemplate { desc, qmd, cbank0 })
+    }
+
+    /// One launch from a template into `qmd` and `cbank0`.
+    ///
+    /// # Errors
+    /// Dimensions or addresses that do not fit the QMD, or a parameter
+    /// block of the wrong size.
+    pub fn launch(
+        &self,
+        t: &KernelTemplate,
+        shape: &LaunchShape,
+        cbank0_address: u64,
+        params: &[u8],
+        qmd: &mut Qmd,
+        cbank0: &mut [u8],
+    ) -> Result<(), FormatError> {
+        let l = self.qmd.layout();
+        qmd.clone_from(&t.qmd);
+        for i in 0..3 {
+            qmd.set(l.grid[i], shape.grid[i])?;
+            qmd.set(l.block[i], shape.block[i])?;
+        }
+        if !cbank0_address.is_multiple_of(BANK_ADDRESS_ALIGN) {
+            return Err(FormatError::Misaligned {
+                field: FieldName::plain("CONSTANT_BUFFER_ADDR(0)"),
+                value: cbank0_address,
+                align: BANK_ADDRESS_ALIGN,
+            });
+        }
+        let (lo, hi) = split(cbank0_address, l.bank_address_shift);
+        qmd.set(l.banks[0].addr_lower, lo)?;
+        qmd.set(l.banks[0].addr_upper, hi)?;
+        if shape.dynamic_shared_bytes > 0 {
+            let bytes = (t.desc.shared_bytes.max(SHARED_RESERVE_BYTES)
+                + u64::from(shape.dynamic_shared_bytes))
+            .next_multiple_of(SHARED_SIZE_GRANULE);
+            // CAST: checked against the field width by `set`.
+            qmd.set(
+                l.shared_memory_size,
+                (bytes >> l.shared_memory_shift) as u32,
+            )?;
+        }
+        if cbank0.len() != t.cbank0.len() {
+            return Err(FormatError::WrongLength {
+                expected: t.cbank0.len(),
+                found: cbank0.len(),
+            });
+        }
+        cbank0.copy_from_slice(&t.cbank0);
+        let w = cbank0;
+        for i in 0..3u32 {
+            let at = (self.area.block_dim + 4 * i) as usize;
+            w[at..at + 4].copy_from_slice(&shape.block[i as usize].to_le_bytes());
+            let at = (self.area.grid_dim + 4 * i) as usize;
+            w[at..at + 4].copy_from_slice(&shape.grid[i as usize].to_le_bytes());
+        }
+        if let Some(at) = self.area.dynamic_shared {
+            w[at as usize..at as usize + 4]
+                .copy_from_slice(&shape.dynamic_shared_bytes.to_le_bytes());
+        }
+        let at = t.desc.param_base as usize;
+        let dst = w
+            .get_mut(at..at + params.len())
+            .ok_or(FormatError::WrongLength {
+                expected: t.desc.param_bytes as usize,
+                found: params.len(),
+            })?;
+        dst.copy_from_slice(params);
+        Ok(())
+    }
+
+    /// Link a QMD to the next of its chain (see [`DeviceFormat::link`]).
+    ///
+    /// # Errors
+    /// An address the pointer field cannot hold.
+    pub fn link_qmd(&self, q: &mut Qmd, next_qmd: u64) -> Result<(), FormatError> {
+        let d = &self.qmd.layout().dependents[0];
+        q.set(d.enable, 1)?;
+        q.set(d.action, DependentAction::InvalidateCopySchedule as u32)?;
+        q.set(d.prefetch, 1)?;
+        let pointer = d.pointer.ok_or(FormatError::NotInVersion {
+            field: "DEPENDENT_QMD0_POINTER",
+            version: self.qmd.name(),
+        })?;
+        // CAST: checked against the field width by `set`.
+        q.set(pointer, (next_qmd >> 8) as u32)
+    }
+
+    /// The chain's tail releases the compute timeline (64-bit payload).
+    ///
+    /// # Errors
+    /// An address the fields cannot hold.
+    pub fn release_qmd(&self, q: &mut Qmd, semaphore: u64, value: u64) -> Result<(), FormatError> {
+        let r = &self.qmd.layout().releases[0];
+        q.set(r.enable, 1)?;
+        q.set(r.structure_size, StructureSize::OneWord as u32)?;
+        q.set(r.payload64b, 1)?;
+        let (lo, hi) = split(semaphore, 0);
+        q.set(r.addr_lower, lo)?;
+        q.set(r.addr_upper, hi)?;
+        let (lo, hi) = split(value, 0);
+        q.set(r.payload_lower, lo)?;
+        q.set(r.payload_upper, hi)
+    }
+}
+
+/// The bytes of a QMD as the engine reads them, into `out` (exactly the
+/// QMD's size).
+pub fn qmd_bytes(q: &Qmd, out: &mut [u8]) {
+    for (dst, w) in out.chunks_exact_mut(4).zip(q.words()) {
+        dst.copy_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// Dimensions of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchShape {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared_bytes: u32,
+}
+
+/// QMDs are 256-byte aligned (the dependent pointer stores the VA >> 8).
+pub const QMD_ALIGN: u64 = 256;
+/// Bank 0 is 64-byte aligned (the QMD stores its VA >> 6).
+pub const CBANK0_ALIGN: u64 = BANK_ADDRESS_ALIGN;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel() -> KernelDesc {
+        KernelDesc {
+            name: "k".into(),
+            entry: 0x1_0000_0100,
+            code_bytes: 768,
+            registers: 16,
+            barriers: 0,
+            shared_bytes: 0x800,
+            local_bytes: 0x20,
+            param_base: 0x210,
+            param_bytes: 96,
+            banks: vec![BankDesc {
+                bank: 4,
+                address: 0x2_0000_0000,
+                bytes: 20,
+            }],
+        }
+    }
+
+    #[test]
+    fn hopper_gets_a_v04_grid_cta_qmd_with_the_full_sm_config() {
+        let f = DeviceFormat::for_sm(90).unwrap();
+        assert_eq!(f.qmd, QmdVersion::V04_00);
+        let shape = LaunchShape {
+            grid: [128, 2, 1],
+            block: [256, 1, 1],
+            dynamic_shared_bytes: 0x100,
+        };
+        let mut d = f.descriptor(&kernel(), &shape, 0x3_0000_0040);
+        DeviceFormat::link(&mut d, 0x4_0000_0100);
+        DeviceFormat::release(&mut d, 0x5_0000_0000, 77);
+        let mut bytes = Vec::new();
+        f.encode(&d, &mut bytes).unwrap();
+        assert_eq!(bytes.len() as u64, f.qmd_bytes());
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let back = qmd::decode(f.qmd, &words).unwrap();
+        assert_eq!(back.qmd_type, QmdType::GridCta);
+        assert_eq!(back.grid, [128, 2, 1]);
+        assert_eq!(
+            back.shared_memory_size, 0x900,
+            "static (with reserve) + dynamic, 128-byte granule"
+        );
+        let c = back.sm_config.unwrap();
+        assert!(
+            c.min > 0 && c.target > 0 && c.max > 0,
+            "all three set together"
+        );
+        assert!(back.constant_banks[0].valid && back.constant_banks[4].valid);
+        assert_eq!(back.constant_banks[4].size, 32);
+        assert_eq!(back.dependents[0].qmd_address, 0x4_0000_0100);
+        assert_eq!(back.releases[0].payload, 77);
+        assert_eq!(back.sass_version, 0x90);
+    }
+
+    #[test]
+    fn a_launch_from_a_template_equals_one_built_in_full() {
+        for sm in [90, 120] {
+            let f = DeviceFormat::for_sm(sm).unwrap();
+            let mut k = kernel();
+            k.param_base = f.area.param_base;
+            let t = f.template(k.clone()).unwrap();
+            let shape = LaunchShape {
+                grid: [300, 7, 2],
+                block: [128, 2, 1],
+                dynamic_shared_bytes: 0x200,
+            };
+            let params: Vec<u8> = (0..96u8).collect();
+            let (mut q, mut cb) = (Qmd::new(f.qmd), vec![0u8; f.cbank0_bytes(&k) as usize]);
+            f.launch(&t, &shape, 0x3_0000_0040, &params, &mut q, &mut cb)
+                .unwrap();
+            f.link_qmd(&mut q, 0x4_0000_0100).unwrap();
+            f.release_qmd(&mut q, 0x5_0000_0000, 1 << 40).unwrap();
+            let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
+            DeviceFormat::link(&mut d, 0x4_0000_0100);
+            DeviceFormat::release(&mut d, 0x5_0000_0000, 1 << 40);
+            let mut full = Vec::new();
+            f.encode(&d, &mut full).unwrap();
+            let mut fast = vec![0u8; f.qmd_bytes() as usize];
+            qmd_bytes(&q, &mut fast);
+            assert_eq!(fast, full, "sm_{sm}: QMD");
+            let mut full_cb = Vec::new();
+            f.write_cbank0(&mut full_cb, &k, &shape, &params).unwrap();
+            assert_eq!(cb, full_cb, "sm_{sm}: bank 0");
+            assert!(
+                f.launch(&t, &shape, 0x3_0000_0041, &params, &mut q, &mut cb)
+                    .is_err(),
+                "misaligned bank 0"
+            );
+        }
+    }
+
+    #[test]
+    fn blackwell_bank0_has_the_driver_words_then_the_params() {
+        let f = DeviceFormat::for_sm(120).unwrap();
+        assert_eq!(f.qmd, QmdVersion::V05_00);
+        let mut k = kernel();
+        k.param_base = 0x380;
+        let shape = LaunchShape {
+            grid: [7, 1, 1],
+            block: [64, 2, 1],
+            dynamic_shared_bytes: 0,
+        };
+        let params: Vec<u8> = (0..96u8).collect();
+        let mut out = Vec::new();
+        f.write_cbank0(&mut out, &k, &shape, &params).unwrap();
+        assert_eq!(out.len() as u64, f.cbank0_bytes(&k));
+        assert_eq!(&out[0x360..0x364], &64u32.to_le_bytes());
+        assert_eq!(&out[0x370..0x374], &7u32.to_le_bytes());
+        assert_eq!(&out[0x37c..0x380], &cbank0::STACK_TOP.to_le_bytes());
+        assert_eq!(&out[0x380..0x380 + 96], &params[..]);
+    }
+}

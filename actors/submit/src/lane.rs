@@ -1,0 +1,202 @@
+//! The data plane: callers push launches, asynchronous copies and event
+//! records into a bounded lock-free queue the submit actor drains between
+//! requests. Nothing on this path waits for a thread: a push is a
+//! compare-and-swap plus one atomic load to see whether the actor is parked.
+//! Only synchronisation points (stream or event sync, queries) go through
+//! the actor's mailbox and wait, and the actor drains the lane before it
+//! answers them, so everything pushed before a sync is ordered before it.
+
+use crate::actor::StreamId;
+use crossbeam_queue::ArrayQueue;
+use macuda_core::Waker;
+use std::sync::Arc;
+
+/// A kernel registered with the submit actor: what a launch needs beyond
+/// its dimensions and arguments, sent once instead of with every launch.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct KernelId(pub u32);
+
+/// An event: a point in a stream's work that can be queried or waited on.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct EventId(pub u32);
+
+/// Parameters up to this size travel inline in the lane record (ggml's
+/// kernels mostly take under 128 bytes); larger ones go on the heap.
+pub const INLINE_PARAM_BYTES: usize = 128;
+
+#[derive(Clone)]
+pub enum ParamBlock {
+    Inline {
+        len: u16,
+        bytes: [u8; INLINE_PARAM_BYTES],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl ParamBlock {
+    pub fn new(params: &[u8]) -> ParamBlock {
+        if params.len() <= INLINE_PARAM_BYTES {
+            let mut bytes = [0u8; INLINE_PARAM_BYTES];
+            bytes[..params.len()].copy_from_slice(params);
+            // CAST: at most INLINE_PARAM_BYTES, which fits u16.
+            ParamBlock::Inline {
+                len: params.len() as u16,
+                bytes,
+            }
+        } else {
+            ParamBlock::Heap(params.into())
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            ParamBlock::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            ParamBlock::Heap(b) => b,
+        }
+    }
+}
+
+impl std::fmt::Debug for ParamBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ParamBlock({} bytes)", self.as_slice().len())
+    }
+}
+
+/// One kernel launch on the data plane.
+#[derive(Debug, Clone)]
+pub struct LaneLaunch {
+    pub stream: StreamId,
+    pub kernel: KernelId,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared_bytes: u32,
+    /// The parameter block, laid out as the kernel's metadata says.
+    pub params: ParamBlock,
+}
+
+/// What can travel on the lane.
+#[derive(Debug, Clone)]
+pub enum LaneItem {
+    Launch(LaneLaunch),
+    /// A device-to-device (or pinned host) copy of `bytes`.
+    Copy {
+        stream: StreamId,
+        src: u64,
+        dst: u64,
+        bytes: u64,
+    },
+    /// A 2-D copy: `height` rows of `width` bytes.
+    Copy2d {
+        stream: StreamId,
+        src: u64,
+        src_pitch: u64,
+        dst: u64,
+        dst_pitch: u64,
+        width: u64,
+        height: u64,
+    },
+    /// Fill `bytes` at `dst` with a repeated 32-bit value.
+    Fill {
+        stream: StreamId,
+        dst: u64,
+        bytes: u64,
+        value: u32,
+    },
+    RecordEvent {
+        stream: StreamId,
+        event: EventId,
+    },
+    /// `stream` waits for `event` (possibly recorded on another stream).
+    WaitEvent {
+        stream: StreamId,
+        event: EventId,
+    },
+}
+
+/// The producer side, cloneable across caller threads.
+#[derive(Clone)]
+pub struct LaunchLane {
+    queue: Arc<ArrayQueue<LaneItem>>,
+    waker: Waker,
+}
+
+impl LaunchLane {
+    pub(crate) fn new(queue: Arc<ArrayQueue<LaneItem>>, waker: Waker) -> LaunchLane {
+        LaunchLane { queue, waker }
+    }
+
+    /// Push without waiting for the actor. A full lane means the actor is
+    /// behind: the caller yields until there is room (back-pressure).
+    pub fn push(&self, item: LaneItem) {
+        let mut item = item;
+        loop {
+            match self.queue.push(item) {
+                Ok(()) => break,
+                Err(back) => {
+                    item = back;
+                    self.waker.wake();
+                    std::thread::yield_now();
+                }
+            }
+        }
+        self.waker.wake();
+    }
+
+    pub fn launch(&self, launch: LaneLaunch) {
+        self.push(LaneItem::Launch(launch));
+    }
+
+    /// Items waiting for the actor.
+    pub fn backlog(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_params_stay_inline_large_ones_do_not() {
+        let small = ParamBlock::new(&[1; 96]);
+        assert!(matches!(small, ParamBlock::Inline { len: 96, .. }));
+        assert_eq!(small.as_slice(), &[1; 96]);
+        let large = ParamBlock::new(&[2; 4800]);
+        assert!(matches!(large, ParamBlock::Heap(_)));
+        assert_eq!(large.as_slice().len(), 4800);
+    }
+
+    #[test]
+    fn a_full_lane_waits_for_room_instead_of_dropping() {
+        let queue = Arc::new(ArrayQueue::new(2));
+        let (waker, _parking) = macuda_core::wake_pair();
+        let lane = LaunchLane::new(Arc::clone(&queue), waker);
+        let consumer = {
+            let q = Arc::clone(&queue);
+            std::thread::spawn(move || {
+                let mut got = 0;
+                while got < 100 {
+                    if q.pop().is_some() {
+                        got += 1;
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                got
+            })
+        };
+        for i in 0..100u64 {
+            lane.push(LaneItem::Fill {
+                stream: StreamId(1),
+                dst: i,
+                bytes: 4,
+                value: 0,
+            });
+        }
+        assert_eq!(consumer.join().unwrap(), 100);
+    }
+}

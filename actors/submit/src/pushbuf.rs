@@ -1,0 +1,339 @@
+//! Push buffers: method headers and data words as the host engine reads
+//! them, built from the declarations in `macuda_hw::push` and
+//! `macuda_hw::methods`.
+
+use macuda_hw::methods::{compute, copy, host, pack, split_address};
+use macuda_hw::push::{FormatError, MethodHeader, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY};
+
+/// Host (channel-class) methods go on subchannel 0 whatever engine runs.
+pub const SUBCHANNEL_HOST: u8 = 0;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushBuffer {
+    words: Vec<u32>,
+}
+
+impl PushBuffer {
+    pub fn new() -> PushBuffer {
+        PushBuffer::default()
+    }
+
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.words.len() as u64 * 4
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.words.clear();
+    }
+
+    /// Consecutive methods starting at `method`, one data word each.
+    ///
+    /// # Errors
+    /// An offset or count the header cannot hold.
+    pub fn methods(
+        &mut self,
+        subchannel: u8,
+        method: u32,
+        data: &[u32],
+    ) -> Result<(), FormatError> {
+        // CAST: callers pass a handful of words; the header checks the limit.
+        let h = MethodHeader::incrementing(
+            subchannel,
+            method,
+            data.len().min(u16::MAX as usize) as u16,
+        )?;
+        self.words.push(h.encode());
+        self.words.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// One method, immediate when the value fits the header.
+    ///
+    /// # Errors
+    /// An offset the header cannot hold.
+    pub fn method(&mut self, subchannel: u8, method: u32, value: u32) -> Result<(), FormatError> {
+        let (h, data) = MethodHeader::single(subchannel, method, value)?;
+        self.words.push(h.encode());
+        self.words.extend(data);
+        Ok(())
+    }
+
+    /// Host semaphore: acquire until the 64-bit value at `address` is at
+    /// least `value`, or release `value` there after the engine idles.
+    ///
+    /// # Errors
+    /// An address beyond the field.
+    pub fn host_semaphore(
+        &mut self,
+        address: u64,
+        value: u64,
+        acquire: bool,
+    ) -> Result<(), FormatError> {
+        let (hi, lo) = split_address(host::SEM_ADDR_HI::OFFSET, address)?;
+        let op = if acquire {
+            host::SEM_EXECUTE::OPERATION_ACQ_CIRC_GEQ
+        } else {
+            host::SEM_EXECUTE::OPERATION_RELEASE
+        };
+        let mut parts = vec![
+            (host::SEM_EXECUTE::OPERATION, op),
+            (
+                host::SEM_EXECUTE::PAYLOAD_SIZE,
+                host::SEM_EXECUTE::PAYLOAD_SIZE_64BIT,
+            ),
+        ];
+        if acquire {
+            parts.push((
+                host::SEM_EXECUTE::ACQUIRE_SWITCH_TSG,
+                host::SEM_EXECUTE::ACQUIRE_SWITCH_TSG_EN,
+            ));
+        } else {
+            parts.push((
+                host::SEM_EXECUTE::RELEASE_WFI,
+                host::SEM_EXECUTE::RELEASE_WFI_EN,
+            ));
+        }
+        let execute = pack(&parts)?;
+        // CAST: the two halves of a 64-bit payload.
+        self.methods(
+            SUBCHANNEL_HOST,
+            host::SEM_ADDR_LO::BYTE_OFFSET,
+            &[lo, hi, value as u32, (value >> 32) as u32, execute],
+        )
+    }
+
+    /// Launch the QMD at `qmd_address` (256-byte aligned): SEND_PCAS_A then
+    /// the signalling action that invalidates, prefetches and schedules it.
+    ///
+    /// # Errors
+    /// An address beyond the field.
+    pub fn launch_qmd(&mut self, qmd_address: u64) -> Result<(), FormatError> {
+        // CAST: QMD addresses are below 2^40, so >> 8 fits 32 bits.
+        self.method(
+            SUBCHANNEL_COMPUTE,
+            compute::SEND_PCAS_A::BYTE_OFFSET,
+            (qmd_address >> 8) as u32,
+        )?;
+        self.method(
+            SUBCHANNEL_COMPUTE,
+            compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET,
+            compute::SEND_SIGNALING_PCAS2_B::PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
+        )
+    }
+
+    /// A copy-engine transfer: `lines` lines of `line_bytes`, each line
+    /// `src_pitch`/`dst_pitch` apart (1-D when `lines` is 1), or with
+    /// `fill` set, writes of that 32-bit value instead of reading `src`.
+    ///
+    /// # Errors
+    /// Addresses or sizes beyond their fields.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy(
+        &mut self,
+        src: u64,
+        src_pitch: u64,
+        dst: u64,
+        dst_pitch: u64,
+        line_bytes: u64,
+        lines: u64,
+        fill: Option<u32>,
+    ) -> Result<(), FormatError> {
+        let (src_hi, src_lo) = split_address(copy::OFFSET_IN_UPPER::UPPER, src)?;
+        let (dst_hi, dst_lo) = split_address(copy::OFFSET_OUT_UPPER::UPPER, dst)?;
+        let word = |v: u64, field: &'static str| -> Result<u32, FormatError> {
+            u32::try_from(v).map_err(|_| FormatError::TooWide {
+                field: macuda_hw::push::FieldName::plain(field),
+                value: v,
+                bits: 32,
+            })
+        };
+        let multi = lines > 1;
+        if fill.is_none() {
+            self.methods(
+                SUBCHANNEL_COPY,
+                copy::OFFSET_IN_UPPER::BYTE_OFFSET,
+                &[src_hi, src_lo],
+            )?;
+        }
+        self.methods(
+            SUBCHANNEL_COPY,
+            copy::OFFSET_OUT_UPPER::BYTE_OFFSET,
+            &[dst_hi, dst_lo],
+        )?;
+        self.methods(
+            SUBCHANNEL_COPY,
+            copy::PITCH_IN::BYTE_OFFSET,
+            &[word(src_pitch, "PITCH_IN")?, word(dst_pitch, "PITCH_OUT")?],
+        )?;
+        let (length, remap) = match fill {
+            Some(value) => {
+                // Four-byte components: the line length counts components.
+                self.method(SUBCHANNEL_COPY, copy::SET_REMAP_CONST_A::BYTE_OFFSET, value)?;
+                let components = pack(&[
+                    (
+                        copy::SET_REMAP_COMPONENTS::DST_X,
+                        copy::SET_REMAP_COMPONENTS::DST_X_CONST_A,
+                    ),
+                    (
+                        copy::SET_REMAP_COMPONENTS::COMPONENT_SIZE,
+                        copy::SET_REMAP_COMPONENTS::COMPONENT_SIZE_FOUR,
+                    ),
+                    (
+                        copy::SET_REMAP_COMPONENTS::NUM_SRC_COMPONENTS,
+                        copy::SET_REMAP_COMPONENTS::NUM_SRC_COMPONENTS_ONE,
+                    ),
+                    (
+                        copy::SET_REMAP_COMPONENTS::NUM_DST_COMPONENTS,
+                        copy::SET_REMAP_COMPONENTS::NUM_DST_COMPONENTS_ONE,
+                    ),
+                ])?;
+                self.method(
+                    SUBCHANNEL_COPY,
+                    copy::SET_REMAP_COMPONENTS::BYTE_OFFSET,
+                    components,
+                )?;
+                (line_bytes / 4, copy::LAUNCH_DMA::REMAP_ENABLE_TRUE)
+            }
+            None => (line_bytes, copy::LAUNCH_DMA::REMAP_ENABLE_FALSE),
+        };
+        self.methods(
+            SUBCHANNEL_COPY,
+            copy::LINE_LENGTH_IN::BYTE_OFFSET,
+            &[word(length, "LINE_LENGTH_IN")?, word(lines, "LINE_COUNT")?],
+        )?;
+        let launch = pack(&[
+            (
+                copy::LAUNCH_DMA::DATA_TRANSFER_TYPE,
+                copy::LAUNCH_DMA::DATA_TRANSFER_TYPE_NON_PIPELINED,
+            ),
+            (
+                copy::LAUNCH_DMA::FLUSH_ENABLE,
+                copy::LAUNCH_DMA::FLUSH_ENABLE_TRUE,
+            ),
+            (
+                copy::LAUNCH_DMA::SRC_MEMORY_LAYOUT,
+                copy::LAUNCH_DMA::SRC_MEMORY_LAYOUT_PITCH,
+            ),
+            (
+                copy::LAUNCH_DMA::DST_MEMORY_LAYOUT,
+                copy::LAUNCH_DMA::DST_MEMORY_LAYOUT_PITCH,
+            ),
+            (
+                copy::LAUNCH_DMA::MULTI_LINE_ENABLE,
+                if multi {
+                    copy::LAUNCH_DMA::MULTI_LINE_ENABLE_TRUE
+                } else {
+                    copy::LAUNCH_DMA::MULTI_LINE_ENABLE_FALSE
+                },
+            ),
+            (copy::LAUNCH_DMA::REMAP_ENABLE, remap),
+        ])?;
+        self.method(SUBCHANNEL_COPY, copy::LAUNCH_DMA::BYTE_OFFSET, launch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use macuda_hw::push::MethodKind;
+
+    fn decode_all(words: &[u32]) -> Vec<(u32, Vec<u32>)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            let h = MethodHeader::decode(words[i]).unwrap();
+            i += 1;
+            if h.kind() == MethodKind::Immediate {
+                out.push((h.method(), vec![u32::from(h.count_or_data())]));
+            } else {
+                let n = h.data_dwords();
+                out.push((h.method(), words[i..i + n].to_vec()));
+                i += n;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn semaphores_write_address_payload_and_operation_in_order() {
+        let mut pb = PushBuffer::new();
+        pb.host_semaphore(0x12_3456_7890, 0x1_0000_0002, false)
+            .unwrap();
+        let d = decode_all(pb.words());
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].0, host::SEM_ADDR_LO::BYTE_OFFSET);
+        assert_eq!(&d[0].1[..4], &[0x3456_7890, 0x12, 2, 1]);
+        let exec = d[0].1[4];
+        assert_eq!(
+            host::SEM_EXECUTE::OPERATION.get(exec),
+            host::SEM_EXECUTE::OPERATION_RELEASE
+        );
+        assert_eq!(
+            host::SEM_EXECUTE::RELEASE_WFI.get(exec),
+            host::SEM_EXECUTE::RELEASE_WFI_EN
+        );
+        assert_eq!(
+            host::SEM_EXECUTE::PAYLOAD_SIZE.get(exec),
+            host::SEM_EXECUTE::PAYLOAD_SIZE_64BIT
+        );
+    }
+
+    #[test]
+    fn a_qmd_launch_is_pcas_then_the_signalling_action() {
+        let mut pb = PushBuffer::new();
+        pb.launch_qmd(0x10_0000_2300).unwrap();
+        let d = decode_all(pb.words());
+        assert_eq!(d[0], (compute::SEND_PCAS_A::BYTE_OFFSET, vec![0x1000_0023]));
+        assert_eq!(d[1].0, compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET);
+    }
+
+    #[test]
+    fn copies_and_fills_end_in_launch_dma() {
+        let mut pb = PushBuffer::new();
+        pb.copy(0x1000, 0, 0x2000, 0, 4096, 1, None).unwrap();
+        let d = decode_all(pb.words());
+        assert_eq!(d.last().unwrap().0, copy::LAUNCH_DMA::BYTE_OFFSET);
+        assert!(d
+            .iter()
+            .any(|(m, v)| *m == copy::LINE_LENGTH_IN::BYTE_OFFSET && v == &vec![4096, 1]));
+        let mut fill = PushBuffer::new();
+        fill.copy(0, 0, 0x2000, 0, 64, 1, Some(0xAB)).unwrap();
+        let d = decode_all(fill.words());
+        assert!(
+            d.iter()
+                .all(|(m, _)| *m != copy::OFFSET_IN_UPPER::BYTE_OFFSET),
+            "a fill reads nothing"
+        );
+        assert!(d
+            .iter()
+            .any(|(m, v)| *m == copy::LINE_LENGTH_IN::BYTE_OFFSET && v[0] == 16));
+        let launch = d.last().unwrap().1[0];
+        assert_eq!(
+            copy::LAUNCH_DMA::REMAP_ENABLE.get(launch),
+            copy::LAUNCH_DMA::REMAP_ENABLE_TRUE
+        );
+        let mut pitched = PushBuffer::new();
+        pitched
+            .copy(0x1000, 256, 0x9000, 512, 100, 8, None)
+            .unwrap();
+        let launch = *decode_all(pitched.words())
+            .last()
+            .unwrap()
+            .1
+            .first()
+            .unwrap();
+        assert_eq!(
+            copy::LAUNCH_DMA::MULTI_LINE_ENABLE.get(launch),
+            copy::LAUNCH_DMA::MULTI_LINE_ENABLE_TRUE
+        );
+        assert!(pb.copy(1 << 60, 0, 0, 0, 4, 1, None).is_err());
+    }
+}
