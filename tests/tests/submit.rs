@@ -379,3 +379,29 @@ fn bad_launches_are_typed_errors_and_the_actor_goes_on() {
     launch(&r, 5);
     assert_eq!(r.host.call(|s| s.submit.flush()).unwrap(), 1);
 }
+
+#[test]
+fn gpfifo_entries_name_their_push_buffers_and_advance_gp_put() {
+    let r = rig(NullWorld::swallowing_doorbells(Duration::from_secs(5)));
+    for round in 0..3u8 {
+        launch(&r, round);
+        r.host.call(|s| s.submit.flush()).unwrap();
+    }
+    let subs = r.host.call(|s| s.submit.submissions()).unwrap();
+    let compute: Vec<&Submission> = subs.iter().filter(|s| s.queue == "compute").collect();
+    assert_eq!(
+        compute.iter().map(|s| s.gp_put).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    for s in &subs {
+        let e = macuda_hw::push::GpEntry::decode(s.gp_entry).unwrap();
+        assert_eq!(
+            e.address(),
+            s.address,
+            "the entry points at its push buffer"
+        );
+        assert_eq!(e.dwords() as usize, s.words.len());
+    }
+    // Consecutive entries of one queue sit 8 bytes apart in its ring.
+    assert_eq!(compute[1].gp_entry_address - compute[0].gp_entry_address, 8);
+}

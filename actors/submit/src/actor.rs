@@ -13,10 +13,10 @@ use macuda_core::{
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::push::GpEntry;
 use macuda_hw::qmd::Qmd;
-use macuda_memory::{DeviceBuffer, MemoryHandle};
+use macuda_memory::MemoryHandle;
 use macuda_pci::PciHandle;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,8 +49,13 @@ pub struct UploadReceipt {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Submission {
     pub queue: String,
+    /// Where the push buffer lives on the GPU.
     pub address: u64,
+    /// The GPFIFO entry naming it, and where in the ring it goes.
     pub gp_entry: u64,
+    pub gp_entry_address: u64,
+    /// GP_PUT after this entry (what USERD gets before the doorbell).
+    pub gp_put: u32,
     pub words: Vec<u32>,
 }
 
@@ -148,6 +153,8 @@ actor_protocol! {
 struct Queue {
     name: &'static str,
     ring: GpFifoRing,
+    /// Where the ring's entries live on the GPU.
+    ring_address: u64,
     /// Work token for the doorbell. The null RM has no channels, so there it
     /// is a fixed number; real backends take it from RM.
     token: u32,
@@ -187,12 +194,14 @@ struct Pending {
 }
 
 struct SubmitActor {
-    memory: MemoryHandle,
     pci: PciHandle,
     format: DeviceFormat,
     config: SubmitConfig,
     kernels: Vec<KernelTemplate>,
-    streams: BTreeMap<StreamId, DeviceBuffer>,
+    /// Streams are orderings over the shared queues: every stream's work
+    /// runs on one compute channel in submission order, which keeps each
+    /// stream's order and makes cross-stream event waits hold by position.
+    streams: BTreeSet<StreamId>,
     next_stream: u32,
     lane: Arc<ArrayQueue<LaneItem>>,
     waker: Waker,
@@ -475,7 +484,7 @@ impl SubmitActor {
         // CAST: a push buffer is far below 2^21 dwords.
         let entry =
             GpEntry::subroutine(at, pb.words().len() as u32).map_err(SubmitError::Format)?;
-        let _slot = q.ring.claim().map_err(SubmitError::Ring)?;
+        let slot = q.ring.claim().map_err(SubmitError::Ring)?;
         self.stats.gp_entries += 1;
         if self.recent.len() == KEEP_SUBMISSIONS {
             self.recent.pop_front();
@@ -484,6 +493,8 @@ impl SubmitActor {
             queue: q.name.to_string(),
             address: at,
             gp_entry: entry.encode(),
+            gp_entry_address: q.ring_address + u64::from(slot) * ENTRY_BYTES,
+            gp_put: q.ring.put(),
             words: pb.words().to_vec(),
         });
         let token = q.token;
@@ -631,25 +642,19 @@ enum QueueKind {
 
 impl SubmitService for SubmitActor {
     fn create_stream(&mut self) -> Result<StreamId, SubmitError> {
-        let ring = self
-            .memory
-            .alloc_device(u64::from(GPFIFO_ENTRIES) * ENTRY_BYTES)
-            .map_err(SubmitError::Memory)?;
         self.next_stream += 1;
         let id = StreamId(self.next_stream);
-        self.streams.insert(id, ring);
+        self.streams.insert(id);
         self.stats.streams += 1;
         Ok(id)
     }
 
     fn destroy_stream(&mut self, stream: StreamId) -> Result<(), SubmitError> {
-        let ring = self
-            .streams
-            .remove(&stream)
-            .ok_or(SubmitError::NoSuchStream(stream))?;
-        self.memory
-            .free_device(ring.va)
-            .map_err(SubmitError::Memory)?;
+        // Streams share the queues in order; a destroyed stream's work still
+        // completes in place.
+        if !self.streams.remove(&stream) {
+            return Err(SubmitError::NoSuchStream(stream));
+        }
         Ok(())
     }
 
@@ -671,7 +676,7 @@ impl SubmitService for SubmitActor {
     }
 
     fn launch(&mut self, stream: StreamId, launch: LaunchRecord) -> Result<u64, SubmitError> {
-        if !self.streams.contains_key(&stream) {
+        if !self.streams.contains(&stream) {
             return Err(SubmitError::NoSuchStream(stream));
         }
         // Keep order with what the lane already holds.
@@ -733,7 +738,7 @@ impl SubmitService for SubmitActor {
     }
 
     fn synchronize(&mut self, stream: StreamId) -> Result<u64, SubmitError> {
-        if !self.streams.contains_key(&stream) {
+        if !self.streams.contains(&stream) {
             return Err(SubmitError::NoSuchStream(stream));
         }
         self.drain_lane();
@@ -806,10 +811,15 @@ pub fn spawn(
         Err(e) => return Err(SubmitError::Memory(e)),
     };
     let (waker, parking) = wake_pair();
-    let queue = |name, token, semaphore| -> Result<Queue, SubmitError> {
+    let ring_bytes = u64::from(GPFIFO_ENTRIES) * ENTRY_BYTES;
+    let rings = memory
+        .alloc_device(2 * ring_bytes)
+        .map_err(SubmitError::Memory)?;
+    let queue = |name, token, semaphore, ring_address| -> Result<Queue, SubmitError> {
         Ok(Queue {
             name,
             ring: GpFifoRing::new(GPFIFO_ENTRIES).map_err(SubmitError::Ring)?,
+            ring_address,
             token,
             semaphore,
             issued: 0,
@@ -817,12 +827,11 @@ pub fn spawn(
         })
     };
     let actor = SubmitActor {
-        memory,
         pci,
         format,
         config: submit,
         kernels: Vec::new(),
-        streams: BTreeMap::new(),
+        streams: BTreeSet::new(),
         next_stream: 0,
         lane: Arc::new(ArrayQueue::new(submit.lane_capacity.max(1))),
         waker,
@@ -834,8 +843,13 @@ pub fn spawn(
             bytes: commands.bytes,
             cursor: 0,
         },
-        compute: queue("compute", COMPUTE_TOKEN, semaphores.va)?,
-        copy: queue("copy", COPY_TOKEN, semaphores.va + COPY_SEMAPHORE_OFFSET)?,
+        compute: queue("compute", COMPUTE_TOKEN, semaphores.va, rings.va)?,
+        copy: queue(
+            "copy",
+            COPY_TOKEN,
+            semaphores.va + COPY_SEMAPHORE_OFFSET,
+            rings.va + ring_bytes,
+        )?,
         compute_waits_for_copy: None,
         chain_len: 0,
         prev: None,
