@@ -105,28 +105,27 @@ fn throughput(n: u64) -> Result<(f64, f64), HostError> {
     let stream = host.call(|s| s.submit.create_stream())?;
     let before = host.call(|s| s.submit.stats())?;
     // The caller's cost is the push itself: records are made beforehand,
-    // and pushed in bursts that fit the lane, each into a drained lane, so
-    // the figure is what a caller pays while the actor keeps up, not the
-    // actor's own throughput (which build_ns measures).
-    let burst = (LANE_CAPACITY / 2) as u64;
+    // and each token is pushed into a drained lane, so the figure is what a
+    // caller pays while the actor keeps up, not the actor's own throughput
+    // (which build_ns measures). Tokens end in a synchronisation, as decode
+    // steps do, so descriptors line up from token to token.
     let mut caller = Duration::ZERO;
     let mut pushed = 0;
+    let mut token = 0;
     while pushed < n {
-        let count = burst.min(n - pushed);
-        let records: Vec<LaneLaunch> = (pushed..pushed + count)
-            .map(|i| launch(&kernels, stream, i, 0))
+        let count = TOKEN_LAUNCHES.min(n - pushed);
+        let records: Vec<LaneLaunch> = (0..count)
+            .map(|i| launch(&kernels, stream, i, token))
             .collect();
-        // Sleep, not spin: a spinning caller would take the CPU the actor
-        // needs and make its figure the contention's.
-        while lane.backlog() > 0 {
-            std::thread::sleep(Duration::from_micros(200));
-        }
         let started = Instant::now();
         for r in records {
             lane.launch(r);
         }
         caller += started.elapsed();
+        // The null device declines the hand-over; that is expected here.
+        let _ = host.call(|s| s.submit.synchronize(stream));
         pushed += count;
+        token += 1;
     }
     // The null device declines the hand-over; that is expected here.
     let _ = host.call(|s| s.submit.synchronize(stream));

@@ -1,6 +1,7 @@
 use crate::arena::{ArenaError, DescriptorArena};
 use crate::encode::{
-    qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape, CBANK0_ALIGN, QMD_ALIGN,
+    qmd_bytes, Bank0Slot, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape, CBANK0_ALIGN,
+    QMD_ALIGN,
 };
 use crate::error::SubmitError;
 use crate::lane::{EventId, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock};
@@ -187,6 +188,47 @@ impl CommandRegion {
     }
 }
 
+/// Which kernel's bank-0 template each launch of the current and the last
+/// token left in the shadow. Descriptors restart at a standstill, so when a
+/// token repeats the last one launch for launch, launch k's slot still holds
+/// the template of the same kernel and only its changing words need writing.
+#[derive(Default)]
+struct TokenTemplates {
+    last: Vec<(KernelId, u64)>,
+    current: Vec<(KernelId, u64)>,
+    /// The current token has matched the last one so far, without wrapping.
+    aligned: bool,
+    /// The current token wrapped the region: its late launches overwrote
+    /// its early slots, so the next token cannot trust any of them.
+    wrapped: bool,
+}
+
+impl TokenTemplates {
+    /// Note a launch; whether its slot already holds the kernel's template.
+    fn place(&mut self, kernel: KernelId, offset: u64) -> bool {
+        let k = self.current.len();
+        if self.current.last().is_some_and(|&(_, prev)| offset < prev) {
+            // The region wrapped inside the token: later slots were
+            // overwritten by this token's own launches.
+            self.aligned = false;
+            self.wrapped = true;
+        }
+        self.aligned &= self.last.get(k) == Some(&(kernel, offset));
+        self.current.push((kernel, offset));
+        self.aligned
+    }
+
+    /// A standstill: the next token starts the region again.
+    fn standstill(&mut self) {
+        std::mem::swap(&mut self.last, &mut self.current);
+        self.current.clear();
+        if std::mem::take(&mut self.wrapped) {
+            self.last.clear();
+        }
+        self.aligned = true;
+    }
+}
+
 /// A launch in the open chain whose QMD waits for its successor's address.
 struct Pending {
     qmd_offset: u64,
@@ -232,6 +274,7 @@ struct SubmitActor {
     /// Time spent in flushes, kept apart from descriptor building.
     flush_ns: u64,
     recent: std::collections::VecDeque<Submission>,
+    tokens: TokenTemplates,
     stats: SubmitStats,
 }
 
@@ -349,9 +392,20 @@ impl SubmitActor {
             .take()
             .unwrap_or_else(|| Qmd::new(self.format.qmd));
         let (format, address) = (&self.format, self.descriptor_base + cbank0_offset);
+        let holds_template = self.tokens.place(kernel, cbank0_offset);
         self.arena
             .write_with(cbank0_offset, cbank0_bytes, |cbank0| {
-                format.launch(t, &shape, address, params, &mut qmd, cbank0)
+                format.launch(
+                    t,
+                    &shape,
+                    params,
+                    &mut qmd,
+                    Bank0Slot {
+                        address,
+                        bytes: cbank0,
+                        holds_template,
+                    },
+                )
             })
             .map_err(SubmitError::Arena)?
             .map_err(SubmitError::Format)?;
@@ -617,6 +671,7 @@ impl SubmitActor {
             Some(e) => {
                 // Nothing declined is in flight: the next token starts over.
                 self.arena.standstill();
+                self.tokens.standstill();
                 self.compute_waits_for_copy = None;
                 Err(e)
             }
@@ -750,6 +805,7 @@ impl SubmitService for SubmitActor {
         }
         // The host waited for everything: the next token lines up again.
         self.arena.standstill();
+        self.tokens.standstill();
         Ok(value)
     }
 
@@ -861,6 +917,7 @@ pub fn spawn(
         spare_qmd: None,
         flush_ns: 0,
         recent: std::collections::VecDeque::new(),
+        tokens: TokenTemplates::default(),
         stats: SubmitStats::default(),
     };
     let (handle, join) = spawn_with_background(
@@ -896,5 +953,34 @@ mod tests {
         assert!(matches!(err, SubmitError::ComputeInsideChainFlush { .. }));
         assert!(err.to_string().contains("delivering a chain's descriptors"));
         assert!(compute_allowed(None).is_ok());
+    }
+
+    #[test]
+    fn a_repeated_token_reuses_templates_until_it_diverges() {
+        let (a, b) = (KernelId(0), KernelId(1));
+        let mut t = TokenTemplates::default();
+        t.standstill();
+        assert!(!t.place(a, 0), "first token: nothing written before");
+        assert!(!t.place(b, 512));
+        t.standstill();
+        assert!(t.place(a, 0));
+        assert!(t.place(b, 512));
+        t.standstill();
+        assert!(t.place(a, 0));
+        assert!(!t.place(a, 512), "another kernel held this slot");
+        assert!(!t.place(b, 1024), "no trust after a divergence");
+    }
+
+    #[test]
+    fn a_token_that_wrapped_leaves_nothing_to_reuse() {
+        let (a, b) = (KernelId(0), KernelId(1));
+        let mut t = TokenTemplates::default();
+        t.standstill();
+        t.place(a, 0);
+        t.place(b, 512);
+        // Wraps: b's launch overwrote slot 0 after a's launch wrote it.
+        t.place(b, 0);
+        t.standstill();
+        assert!(!t.place(a, 0), "slot 0 last held b's template");
     }
 }

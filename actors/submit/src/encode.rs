@@ -67,6 +67,15 @@ const QMD_GROUP_ID: u8 = 0x3F;
 const SHARED_WINDOW: u64 = 0x7F8A_0000_0000;
 const LOCAL_WINDOW: u64 = 0x7F8B_0000_0000;
 
+/// Where one launch's constant bank 0 goes: its GPU address, the bytes
+/// to fill, and whether they already hold the kernel's template (a slot
+/// the same kernel used one token ago), so only per-launch words change.
+pub struct Bank0Slot<'a> {
+    pub address: u64,
+    pub bytes: &'a mut [u8],
+    pub holds_template: bool,
+}
+
 impl DeviceFormat {
     /// For a compute capability (major*10 + minor).
     pub fn for_sm(sm: u32) -> Option<DeviceFormat> {
@@ -266,7 +275,7 @@ impl DeviceFormat {
         Ok(KernelTemplate { desc, qmd, cbank0 })
     }
 
-    /// One launch from a template into `qmd` and `cbank0`.
+    /// One launch from a template into `qmd` and the bank-0 slot.
     ///
     /// # Errors
     /// Dimensions or addresses that do not fit the QMD, or a parameter
@@ -275,11 +284,15 @@ impl DeviceFormat {
         &self,
         t: &KernelTemplate,
         shape: &LaunchShape,
-        cbank0_address: u64,
         params: &[u8],
         qmd: &mut Qmd,
-        cbank0: &mut [u8],
+        bank0: Bank0Slot<'_>,
     ) -> Result<(), FormatError> {
+        let Bank0Slot {
+            address: cbank0_address,
+            bytes: cbank0,
+            holds_template,
+        } = bank0;
         let l = self.qmd.layout();
         qmd.clone_from(&t.qmd);
         for i in 0..3 {
@@ -312,7 +325,11 @@ impl DeviceFormat {
                 found: cbank0.len(),
             });
         }
-        cbank0.copy_from_slice(&t.cbank0);
+        // A slot the same kernel's launch wrote last token already holds
+        // the template; only the words below change from launch to launch.
+        if !holds_template {
+            cbank0.copy_from_slice(&t.cbank0);
+        }
         let w = cbank0;
         for i in 0..3u32 {
             let at = (self.area.block_dim + 4 * i) as usize;
@@ -452,6 +469,14 @@ mod tests {
         assert_eq!(back.sass_version, 0x90);
     }
 
+    fn slot(address: u64, bytes: &mut [u8], holds_template: bool) -> Bank0Slot<'_> {
+        Bank0Slot {
+            address,
+            bytes,
+            holds_template,
+        }
+    }
+
     #[test]
     fn a_launch_from_a_template_equals_one_built_in_full() {
         for sm in [90, 120] {
@@ -466,8 +491,14 @@ mod tests {
             };
             let params: Vec<u8> = (0..96u8).collect();
             let (mut q, mut cb) = (Qmd::new(f.qmd), vec![0u8; f.cbank0_bytes(&k) as usize]);
-            f.launch(&t, &shape, 0x3_0000_0040, &params, &mut q, &mut cb)
-                .unwrap();
+            f.launch(
+                &t,
+                &shape,
+                &params,
+                &mut q,
+                slot(0x3_0000_0040, &mut cb, false),
+            )
+            .unwrap();
             f.link_qmd(&mut q, 0x4_0000_0100).unwrap();
             f.release_qmd(&mut q, 0x5_0000_0000, 1 << 40).unwrap();
             let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
@@ -482,10 +513,42 @@ mod tests {
             f.write_cbank0(&mut full_cb, &k, &shape, &params).unwrap();
             assert_eq!(cb, full_cb, "sm_{sm}: bank 0");
             assert!(
-                f.launch(&t, &shape, 0x3_0000_0041, &params, &mut q, &mut cb)
-                    .is_err(),
+                f.launch(
+                    &t,
+                    &shape,
+                    &params,
+                    &mut q,
+                    slot(0x3_0000_0041, &mut cb, false)
+                )
+                .is_err(),
                 "misaligned bank 0"
             );
+            // Over a slot that already holds this kernel's template (with
+            // other dimensions and parameters), the fast path gives the same.
+            let other = LaunchShape {
+                grid: [1, 1, 1],
+                block: [1, 1, 1],
+                dynamic_shared_bytes: 0,
+            };
+            let mut reused = vec![0u8; cb.len()];
+            let other_params = [0xEE; 96];
+            f.launch(
+                &t,
+                &other,
+                &other_params,
+                &mut q,
+                slot(0x3_0000_0040, &mut reused, false),
+            )
+            .unwrap();
+            f.launch(
+                &t,
+                &shape,
+                &params,
+                &mut q,
+                slot(0x3_0000_0040, &mut reused, true),
+            )
+            .unwrap();
+            assert_eq!(reused, full_cb, "sm_{sm}: bank 0 over a held template");
         }
     }
 
