@@ -2,6 +2,7 @@
 //! holds, so what recovery did to the card can be read back from the card's
 //! own record.
 
+pub mod engines;
 pub mod fake_tinygpu;
 
 use macuda_pci::{CardEvent, NullCard, NullOpener, NullProfile, Opener};

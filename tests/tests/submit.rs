@@ -7,12 +7,12 @@
 
 use macuda_hw::cbank0;
 use macuda_hw::methods::{compute, copy, host};
-use macuda_hw::push::{MethodHeader, MethodKind};
 use macuda_hw::qmd::{self, QmdVersion};
 use macuda_submit::{
     KernelDesc, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId, Submission,
 };
 use macuda_supervisor::Host;
+use macuda_tests::engines::methods;
 use macuda_tests::NullWorld;
 use std::time::Duration;
 
@@ -68,50 +68,25 @@ fn launch(r: &Rig, i: u8) {
     });
 }
 
-/// (method, data words) of every method in a push buffer.
-fn methods(words: &[u32]) -> Vec<(u32, Vec<u32>)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let h = MethodHeader::decode(words[i]).unwrap();
-        i += 1;
-        if h.kind() == MethodKind::Immediate {
-            out.push((h.method(), vec![u32::from(h.count_or_data())]));
-        } else {
-            let n = h.data_dwords();
-            for k in 0..n {
-                let m = if h.kind() == MethodKind::Incrementing {
-                    h.method() + 4 * k as u32
-                } else {
-                    h.method()
-                };
-                out.push((m, vec![words[i + k]]));
-            }
-            i += n;
-        }
-    }
-    out
-}
-
-fn value_of(ms: &[(u32, Vec<u32>)], method: u32) -> Vec<u32> {
+fn value_of(ms: &[(u32, u32)], method: u32) -> Vec<u32> {
     ms.iter()
         .filter(|(m, _)| *m == method)
-        .map(|(_, v)| v[0])
+        .map(|(_, v)| *v)
         .collect()
 }
 
 /// Host semaphores in order: (address, 64-bit payload, is acquire).
-fn semaphores(ms: &[(u32, Vec<u32>)]) -> Vec<(u64, u64, bool)> {
+fn semaphores(ms: &[(u32, u32)]) -> Vec<(u64, u64, bool)> {
     let mut out = Vec::new();
     let (mut lo, mut hi, mut plo, mut phi) = (0u64, 0u64, 0u64, 0u64);
     for (m, v) in ms {
         match *m {
-            x if x == host::SEM_ADDR_LO::BYTE_OFFSET => lo = u64::from(v[0]),
-            x if x == host::SEM_ADDR_HI::BYTE_OFFSET => hi = u64::from(v[0]),
-            x if x == host::SEM_PAYLOAD_LO::BYTE_OFFSET => plo = u64::from(v[0]),
-            x if x == host::SEM_PAYLOAD_HI::BYTE_OFFSET => phi = u64::from(v[0]),
+            x if x == host::SEM_ADDR_LO::BYTE_OFFSET => lo = u64::from(*v),
+            x if x == host::SEM_ADDR_HI::BYTE_OFFSET => hi = u64::from(*v),
+            x if x == host::SEM_PAYLOAD_LO::BYTE_OFFSET => plo = u64::from(*v),
+            x if x == host::SEM_PAYLOAD_HI::BYTE_OFFSET => phi = u64::from(*v),
             x if x == host::SEM_EXECUTE::BYTE_OFFSET => {
-                let op = host::SEM_EXECUTE::OPERATION.get(v[0]);
+                let op = host::SEM_EXECUTE::OPERATION.get(*v);
                 out.push((
                     hi << 32 | lo,
                     phi << 32 | plo,

@@ -63,6 +63,10 @@ pub struct DescriptorArena {
     restart_at_next: bool,
     dirty: Vec<Span>,
     diffing: bool,
+    /// Per word: whether video memory holds the mirror's value. Video
+    /// memory starts with whatever was there, not zeros, so a word that was
+    /// never delivered differs from the mirror whatever the two hold.
+    delivered: Vec<bool>,
     /// Spans handed to the GPU and the timeline value that retires them.
     in_flight: VecDeque<(Span, u64)>,
 }
@@ -76,6 +80,7 @@ impl DescriptorArena {
             restart_at_next: true,
             dirty: Vec::new(),
             diffing,
+            delivered: vec![false; capacity.div_ceil(PATCH_GRANULE) as usize],
             in_flight: VecDeque::new(),
         }
     }
@@ -214,6 +219,8 @@ impl DescriptorArena {
             if let Some(p) = patch {
                 let (a, b) = (p.offset as usize, p.end() as usize);
                 self.mirror[a..b].copy_from_slice(&self.shadow[a..b]);
+                let words = a / PATCH_GRANULE as usize..b.div_ceil(PATCH_GRANULE as usize);
+                self.delivered[words].fill(true);
                 plan.payload_bytes += p.len;
                 plan.patches.push(p);
             }
@@ -222,7 +229,8 @@ impl DescriptorArena {
         plan
     }
 
-    /// The smallest word-aligned span of `span` where shadow and mirror differ.
+    /// The smallest word-aligned span of `span` where shadow and mirror
+    /// differ, or video memory was never given the word.
     fn changed(&self, span: Span) -> Option<Span> {
         let start = span.offset - span.offset % PATCH_GRANULE;
         let end = span
@@ -233,14 +241,15 @@ impl DescriptorArena {
             &self.shadow[start as usize..end as usize],
             &self.mirror[start as usize..end as usize],
         );
-        let first = s
-            .chunks(PATCH_GRANULE as usize)
-            .zip(m.chunks(PATCH_GRANULE as usize))
-            .position(|(a, b)| a != b)?;
-        let last = s
-            .chunks(PATCH_GRANULE as usize)
-            .zip(m.chunks(PATCH_GRANULE as usize))
-            .rposition(|(a, b)| a != b)?;
+        let known = &self.delivered[(start / PATCH_GRANULE) as usize..];
+        let words = || {
+            s.chunks(PATCH_GRANULE as usize)
+                .zip(m.chunks(PATCH_GRANULE as usize))
+                .zip(known)
+                .map(|((a, b), &k)| a != b || !k)
+        };
+        let first = words().position(|d| d)?;
+        let last = words().rposition(|d| d)?;
         let offset = start + first as u64 * PATCH_GRANULE;
         let len = (end - offset).min((last - first + 1) as u64 * PATCH_GRANULE);
         Some(Span { offset, len })
@@ -332,6 +341,29 @@ mod tests {
                 len: 384
             })
         );
+    }
+
+    #[test]
+    fn zeros_never_delivered_still_go_once() {
+        // Video memory is not zeroed: a descriptor that begins with zero
+        // words must still deliver them the first time.
+        let mut a = DescriptorArena::new(4096, true);
+        let o = a.reserve(384, 256).unwrap();
+        let mut d = vec![0u8; 384];
+        d[200] = 5;
+        a.write(o, &d).unwrap();
+        let p = a.flush(1);
+        assert_eq!(
+            p.patches,
+            vec![Span {
+                offset: 0,
+                len: 384
+            }]
+        );
+        a.standstill();
+        let o = a.reserve(384, 256).unwrap();
+        a.write(o, &d).unwrap();
+        assert_eq!(a.flush(2).payload_bytes, 0, "now video memory holds them");
     }
 
     #[test]

@@ -1,0 +1,281 @@
+//! The simulated GPU's submission half, small: a copy engine and a compute
+//! engine that execute captured submissions the way the hardware would
+//! order them. Each engine runs its own queue in order; a semaphore acquire
+//! blocks its engine until the 64-bit value in memory reaches the payload;
+//! a release writes it; a compute launch walks the QMD chain from the head
+//! and performs each QMD's releases after its kernel. A scheduler picks
+//! which unblocked engine moves next from a seed, so a test can run many
+//! interleavings and check that the ordering holds in all of them - which
+//! reading the streams alone cannot show.
+
+use macuda_hw::methods::{compute, copy, host};
+use macuda_hw::push::{MethodHeader, MethodKind};
+use macuda_hw::qmd::LaunchDescriptor;
+use macuda_submit::Submission;
+use std::collections::{HashMap, VecDeque};
+
+/// (method, data word) of every method in a push buffer, in order.
+///
+/// # Panics
+/// A word that is not a method header where one must be.
+pub fn methods(words: &[u32]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let h = MethodHeader::decode(words[i]).expect("method header");
+        i += 1;
+        if h.kind() == MethodKind::Immediate {
+            out.push((h.method(), u32::from(h.count_or_data())));
+            continue;
+        }
+        let n = h.data_dwords();
+        for (k, &w) in words[i..i + n].iter().enumerate() {
+            let step = if h.kind() == MethodKind::Incrementing {
+                4 * k as u32
+            } else {
+                0
+            };
+            out.push((h.method() + step, w));
+        }
+        i += n;
+    }
+    out
+}
+
+/// One thing an engine does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Acquire {
+        address: u64,
+        value: u64,
+    },
+    Release {
+        address: u64,
+        value: u64,
+    },
+    Copy {
+        src: u64,
+        dst: u64,
+        line_bytes: u64,
+        lines: u64,
+        fill: Option<u32>,
+    },
+    Launch {
+        qmd_address: u64,
+    },
+}
+
+/// The steps of one push buffer.
+pub fn steps(words: &[u32]) -> Vec<Step> {
+    let mut out = Vec::new();
+    let mut regs: HashMap<u32, u32> = HashMap::new();
+    let reg = |r: &HashMap<u32, u32>, m: u32| u64::from(r.get(&m).copied().unwrap_or(0));
+    for (m, v) in methods(words) {
+        regs.insert(m, v);
+        if m == host::SEM_EXECUTE::BYTE_OFFSET {
+            let address = reg(&regs, host::SEM_ADDR_HI::BYTE_OFFSET) << 32
+                | reg(&regs, host::SEM_ADDR_LO::BYTE_OFFSET);
+            let value = reg(&regs, host::SEM_PAYLOAD_HI::BYTE_OFFSET) << 32
+                | reg(&regs, host::SEM_PAYLOAD_LO::BYTE_OFFSET);
+            if host::SEM_EXECUTE::OPERATION.get(v) == host::SEM_EXECUTE::OPERATION_RELEASE {
+                out.push(Step::Release { address, value });
+            } else {
+                out.push(Step::Acquire { address, value });
+            }
+        } else if m == copy::LAUNCH_DMA::BYTE_OFFSET {
+            let multi = copy::LAUNCH_DMA::MULTI_LINE_ENABLE.get(v)
+                == copy::LAUNCH_DMA::MULTI_LINE_ENABLE_TRUE;
+            let remap =
+                copy::LAUNCH_DMA::REMAP_ENABLE.get(v) == copy::LAUNCH_DMA::REMAP_ENABLE_TRUE;
+            let len = reg(&regs, copy::LINE_LENGTH_IN::BYTE_OFFSET);
+            out.push(Step::Copy {
+                src: reg(&regs, copy::OFFSET_IN_UPPER::BYTE_OFFSET) << 32
+                    | reg(&regs, copy::OFFSET_IN_LOWER::BYTE_OFFSET),
+                dst: reg(&regs, copy::OFFSET_OUT_UPPER::BYTE_OFFSET) << 32
+                    | reg(&regs, copy::OFFSET_OUT_LOWER::BYTE_OFFSET),
+                // A fill counts 4-byte components.
+                line_bytes: if remap { 4 * len } else { len },
+                lines: if multi {
+                    reg(&regs, copy::LINE_COUNT::BYTE_OFFSET)
+                } else {
+                    1
+                },
+                // CAST: the remap constant is one 32-bit method.
+                fill: remap.then(|| reg(&regs, copy::SET_REMAP_CONST_A::BYTE_OFFSET) as u32),
+            });
+        } else if m == compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET {
+            out.push(Step::Launch {
+                qmd_address: reg(&regs, compute::SEND_PCAS_A::BYTE_OFFSET) << 8,
+            });
+        }
+    }
+    out
+}
+
+/// What the engines did, in the order they did it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Done {
+    Copy {
+        dst: u64,
+        bytes: u64,
+        fill: Option<u32>,
+    },
+    /// One kernel of a chain: its QMD's address and grid.
+    Kernel {
+        qmd_address: u64,
+        grid: [u32; 3],
+    },
+    Release {
+        address: u64,
+        value: u64,
+    },
+}
+
+/// Why the engines stopped before running everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stall {
+    /// Every engine with work left waits on a semaphore nobody will release.
+    Deadlock { waiting: Vec<(String, u64, u64)> },
+    /// A chain that does not end.
+    EndlessChain { head: u64 },
+}
+
+/// The engines over one set of captured submissions.
+pub struct Engines {
+    queues: Vec<(String, VecDeque<Step>)>,
+    semaphores: HashMap<u64, u64>,
+    pub log: Vec<Done>,
+}
+
+impl Engines {
+    /// One engine per queue name, each with its submissions in order.
+    pub fn new(submissions: &[Submission]) -> Engines {
+        let mut queues: Vec<(String, VecDeque<Step>)> = Vec::new();
+        for s in submissions {
+            let i = match queues.iter().position(|(n, _)| *n == s.queue) {
+                Some(i) => i,
+                None => {
+                    queues.push((s.queue.clone(), VecDeque::new()));
+                    queues.len() - 1
+                }
+            };
+            queues[i].1.extend(steps(&s.words));
+        }
+        Engines {
+            queues,
+            semaphores: HashMap::new(),
+            log: Vec::new(),
+        }
+    }
+
+    /// Drop every semaphore wait from a queue: what a stream would do
+    /// without its cross-queue waits (to show the waits are what orders it).
+    pub fn remove_waits(&mut self, queue: &str) {
+        for (name, q) in &mut self.queues {
+            if name == queue {
+                q.retain(|s| !matches!(s, Step::Acquire { .. }));
+            }
+        }
+    }
+
+    /// The 64-bit value at a semaphore address (0 before any release).
+    pub fn semaphore(&self, address: u64) -> u64 {
+        self.semaphores.get(&address).copied().unwrap_or(0)
+    }
+
+    /// Run to the end, choosing among the engines that can move with a
+    /// generator seeded by `seed`; `qmd` reads the descriptor at an address.
+    ///
+    /// # Errors
+    /// A deadlock or a chain that does not end.
+    pub fn run(
+        &mut self,
+        seed: u64,
+        qmd: &mut dyn FnMut(u64) -> LaunchDescriptor,
+    ) -> Result<(), Stall> {
+        let mut state = seed | 1;
+        loop {
+            let ready: Vec<usize> = (0..self.queues.len())
+                .filter(|&i| match self.queues[i].1.front() {
+                    Some(Step::Acquire { address, value }) => self.semaphore(*address) >= *value,
+                    Some(_) => true,
+                    None => false,
+                })
+                .collect();
+            if ready.is_empty() {
+                let waiting: Vec<(String, u64, u64)> = self
+                    .queues
+                    .iter()
+                    .filter_map(|(n, q)| match q.front() {
+                        Some(Step::Acquire { address, value }) => {
+                            Some((n.clone(), *address, *value))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                return if waiting.is_empty() {
+                    Ok(())
+                } else {
+                    Err(Stall::Deadlock { waiting })
+                };
+            }
+            // xorshift: enough to vary the interleaving from seed to seed.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // CAST: an index below the number of engines.
+            let pick = ready[(state % ready.len() as u64) as usize];
+            let step = self.queues[pick]
+                .1
+                .pop_front()
+                .expect("ready engine has a step");
+            self.execute(step, qmd)?;
+        }
+    }
+
+    fn execute(
+        &mut self,
+        step: Step,
+        qmd: &mut dyn FnMut(u64) -> LaunchDescriptor,
+    ) -> Result<(), Stall> {
+        match step {
+            Step::Acquire { .. } => {}
+            Step::Release { address, value } => self.release(address, value),
+            Step::Copy {
+                dst,
+                line_bytes,
+                lines,
+                fill,
+                ..
+            } => self.log.push(Done::Copy {
+                dst,
+                bytes: line_bytes * lines,
+                fill,
+            }),
+            Step::Launch { qmd_address } => {
+                let mut at = qmd_address;
+                for _ in 0..=u16::MAX {
+                    let d = qmd(at);
+                    self.log.push(Done::Kernel {
+                        qmd_address: at,
+                        grid: d.grid,
+                    });
+                    for r in d.releases.iter().filter(|r| r.enable) {
+                        self.release(r.address, r.payload);
+                    }
+                    if !d.dependents[0].enable {
+                        return Ok(());
+                    }
+                    at = d.dependents[0].qmd_address;
+                }
+                return Err(Stall::EndlessChain { head: qmd_address });
+            }
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, address: u64, value: u64) {
+        self.semaphores.insert(address, value);
+        self.log.push(Done::Release { address, value });
+    }
+}

@@ -1,0 +1,242 @@
+//! Submission ordering by execution: the captured command streams of a
+//! stream with launches, a pitched copy, a fill and an event record, run by
+//! the simulated copy and compute engines under hundreds of interleavings.
+//! In every one, stream order holds, each kernel runs after the copy that
+//! delivered its descriptors, and the timeline values mark exactly the work
+//! before them. With the compute queue's waits removed, some interleaving
+//! breaks the order - so the waits, not luck, keep it.
+
+use macuda_hw::cbank0;
+use macuda_hw::qmd::{self, QmdVersion};
+use macuda_submit::{KernelDesc, LaneItem, LaneLaunch, ParamBlock, Submission};
+use macuda_supervisor::Host;
+use macuda_tests::engines::{Done, Engines, Stall, Step};
+use macuda_tests::NullWorld;
+use std::time::Duration;
+
+const SM: u32 = 120;
+const COPY_DST: u64 = 0x3_0000_0000;
+const FILL_DST: u64 = 0x4_0000_0000;
+const SEEDS: u64 = 400;
+
+fn kernel_desc() -> KernelDesc {
+    KernelDesc {
+        name: "k".into(),
+        entry: 0x1_0000_0000,
+        code_bytes: 512,
+        registers: 24,
+        barriers: 1,
+        shared_bytes: 0,
+        local_bytes: 0,
+        param_base: cbank0::for_sm(SM).unwrap().param_base,
+        param_bytes: 16,
+        banks: Vec::new(),
+    }
+}
+
+struct Captured {
+    host: Host,
+    subs: Vec<Submission>,
+    /// The event recorded after the second launch: its timeline value.
+    event_value: u64,
+    _world: NullWorld,
+}
+
+/// launch 1, pitched copy, fill, launch 2, event, launch 3, launch 4.
+fn capture() -> Captured {
+    let world = NullWorld::swallowing_doorbells(Duration::from_secs(5));
+    let host = world.start();
+    let kernel = host
+        .call(|s| s.submit.register_kernel(kernel_desc()))
+        .unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let event = host.call(|s| s.submit.create_event()).unwrap();
+    let launch = |i: u32| {
+        lane.launch(LaneLaunch {
+            stream,
+            kernel,
+            grid: [i, 1, 1],
+            block: [32, 1, 1],
+            dynamic_shared_bytes: 0,
+            params: ParamBlock::new(&[i as u8; 16]),
+        });
+    };
+    launch(1);
+    lane.push(LaneItem::Copy2d {
+        stream,
+        src: 0x2_0000_0000,
+        src_pitch: 512,
+        dst: COPY_DST,
+        dst_pitch: 1024,
+        width: 256,
+        height: 8,
+    });
+    lane.push(LaneItem::Fill {
+        stream,
+        dst: FILL_DST,
+        bytes: 4096,
+        value: 7,
+    });
+    launch(2);
+    lane.push(LaneItem::RecordEvent { stream, event });
+    launch(3);
+    launch(4);
+    let issued = host.call(|s| s.submit.flush()).unwrap();
+    assert_eq!(
+        issued, 3,
+        "three chains: the copy closes the first, the event record the second"
+    );
+    let subs = host.call(|s| s.submit.submissions()).unwrap();
+    Captured {
+        host,
+        subs,
+        event_value: 2,
+        _world: world,
+    }
+}
+
+fn reader(host: &Host) -> impl FnMut(u64) -> qmd::LaunchDescriptor + '_ {
+    move |address| {
+        let bytes = host.call(|s| s.submit.descriptors(address, 384)).unwrap();
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        qmd::decode(QmdVersion::V05_00, &words).unwrap()
+    }
+}
+
+fn position(log: &[Done], what: impl Fn(&Done) -> bool, name: &str) -> usize {
+    log.iter()
+        .position(what)
+        .unwrap_or_else(|| panic!("{name} never ran: {log:?}"))
+}
+
+fn kernel(grid_x: u32) -> impl Fn(&Done) -> bool {
+    move |d| matches!(d, Done::Kernel { grid, .. } if grid[0] == grid_x)
+}
+
+#[test]
+fn every_interleaving_keeps_stream_order_and_delivers_descriptors_first() {
+    let c = capture();
+    let mut read = reader(&c.host);
+    let mut compute_semaphore = None;
+    for seed in 0..SEEDS {
+        let mut e = Engines::new(&c.subs);
+        e.run(seed, &mut read).unwrap();
+        let log = &e.log;
+        let k: Vec<usize> = (1..=4)
+            .map(|i| position(log, kernel(i), &format!("kernel {i}")))
+            .collect();
+        let copied = position(
+            log,
+            |d| matches!(d, Done::Copy { dst, fill: None, .. } if *dst == COPY_DST),
+            "the pitched copy",
+        );
+        let filled = position(
+            log,
+            |d| matches!(d, Done::Copy { dst, fill: Some(7), .. } if *dst == FILL_DST),
+            "the fill",
+        );
+        assert!(
+            k[0] < copied && copied < filled && filled < k[1] && k[1] < k[2] && k[2] < k[3],
+            "seed {seed}: stream order broken: {log:?}"
+        );
+        if let Done::Copy { bytes, .. } = &log[copied] {
+            assert_eq!(*bytes, 256 * 8, "every line of the pitched copy");
+        }
+        // Each kernel's QMD arrived by an earlier copy.
+        for &at in &k {
+            let Done::Kernel { qmd_address, .. } = log[at] else {
+                unreachable!()
+            };
+            let delivered = log[..at].iter().any(|d| {
+                matches!(d, Done::Copy { dst, bytes, fill: None }
+                    if *dst <= qmd_address && qmd_address < dst + bytes)
+            });
+            assert!(
+                delivered,
+                "seed {seed}: QMD {qmd_address:#x} ran undelivered: {log:#x?}"
+            );
+        }
+        // The timeline: one value per chain, each written right after the
+        // chain's tail kernel (1, then 2 - the event - then 3) and nowhere
+        // else; the event is complete exactly when the work before it is.
+        let releases: Vec<(usize, u64, u64)> = log
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| match d {
+                Done::Release { address, value } => Some((i, *address, *value)),
+                _ => None,
+            })
+            .collect();
+        let tail = *compute_semaphore.get_or_insert_with(|| {
+            releases
+                .iter()
+                .find(|r| r.0 == k[3] + 1)
+                .expect("kernel 4 releases")
+                .1
+        });
+        let timeline: Vec<(usize, u64)> = releases
+            .iter()
+            .filter(|r| r.1 == tail)
+            .map(|r| (r.0, r.2))
+            .collect();
+        assert_eq!(
+            timeline,
+            vec![(k[0] + 1, 1), (k[1] + 1, c.event_value), (k[3] + 1, 3)],
+            "seed {seed}"
+        );
+        assert_eq!(e.semaphore(tail), 3);
+    }
+}
+
+#[test]
+fn without_the_compute_waits_some_interleaving_breaks_the_order() {
+    let c = capture();
+    let mut read = reader(&c.host);
+    let mut broken = 0;
+    for seed in 0..SEEDS {
+        let mut e = Engines::new(&c.subs);
+        e.remove_waits("compute");
+        e.run(seed, &mut read).unwrap();
+        let k2 = position(&e.log, kernel(2), "kernel 2");
+        let filled = position(
+            &e.log,
+            |d| matches!(d, Done::Copy { fill: Some(7), .. }),
+            "the fill",
+        );
+        if k2 < filled {
+            broken += 1;
+        }
+    }
+    assert!(broken > 0, "the order held by chance in all {SEEDS} runs");
+}
+
+#[test]
+fn a_wait_nobody_releases_is_reported_as_a_deadlock() {
+    let c = capture();
+    let compute_only: Vec<Submission> = c
+        .subs
+        .iter()
+        .filter(|s| s.queue == "compute")
+        .cloned()
+        .collect();
+    let first_wait = macuda_tests::engines::steps(&compute_only[0].words)
+        .into_iter()
+        .find(|s| matches!(s, Step::Acquire { .. }))
+        .expect("the compute queue waits for its delivery");
+    let mut e = Engines::new(&compute_only);
+    let err = e.run(1, &mut reader(&c.host)).unwrap_err();
+    let Step::Acquire { address, value } = first_wait else {
+        unreachable!()
+    };
+    assert_eq!(
+        err,
+        Stall::Deadlock {
+            waiting: vec![("compute".to_string(), address, value)]
+        }
+    );
+    assert!(e.log.is_empty(), "nothing ran before the wait");
+}
