@@ -178,6 +178,15 @@ impl Engines {
         }
     }
 
+    /// The steps a queue has left.
+    pub fn queued(&self, queue: &str) -> Vec<Step> {
+        self.queues
+            .iter()
+            .filter(|(n, _)| n == queue)
+            .flat_map(|(_, q)| q.iter().cloned())
+            .collect()
+    }
+
     /// The 64-bit value at a semaphore address (0 before any release).
     pub fn semaphore(&self, address: u64) -> u64 {
         self.semaphores.get(&address).copied().unwrap_or(0)

@@ -40,6 +40,20 @@ impl NullWorld {
     pub fn swallowing_doorbells(deadline: Duration) -> NullWorld {
         let mut profile = NullProfile::gb202();
         profile.swallow_doorbells = true;
+        NullWorld::with_profile(profile, deadline)
+    }
+
+    /// A null card that records doorbells and keeps its video memory, for
+    /// tests where the test plays the GPU: it runs the captured streams
+    /// (see [`engines`]) and writes what the GPU would write.
+    pub fn playing_gpu(deadline: Duration) -> NullWorld {
+        let mut profile = NullProfile::gb202();
+        profile.swallow_doorbells = true;
+        profile.keeps_vram = true;
+        NullWorld::with_profile(profile, deadline)
+    }
+
+    fn with_profile(profile: NullProfile, deadline: Duration) -> NullWorld {
         let card = NullCard::new(profile);
         let mut world = NullWorld::new(deadline);
         world.config.opener = Some(Arc::new(NullOpener::new(Arc::clone(&card))));

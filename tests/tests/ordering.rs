@@ -8,8 +8,11 @@
 
 use macuda_hw::cbank0;
 use macuda_hw::qmd::{self, QmdVersion};
-use macuda_submit::{KernelDesc, LaneItem, LaneLaunch, ParamBlock, Submission};
+use macuda_submit::{
+    EventId, KernelDesc, LaneItem, LaneLaunch, ParamBlock, StreamId, Submission, SubmitError,
+};
 use macuda_supervisor::Host;
+use macuda_supervisor::HostError;
 use macuda_tests::engines::{Done, Engines, Stall, Step};
 use macuda_tests::NullWorld;
 use std::time::Duration;
@@ -37,14 +40,19 @@ fn kernel_desc() -> KernelDesc {
 struct Captured {
     host: Host,
     subs: Vec<Submission>,
+    stream: StreamId,
+    event: EventId,
     /// The event recorded after the second launch: its timeline value.
     event_value: u64,
     _world: NullWorld,
 }
 
-/// launch 1, pitched copy, fill, launch 2, event, launch 3, launch 4.
 fn capture() -> Captured {
-    let world = NullWorld::swallowing_doorbells(Duration::from_secs(5));
+    capture_on(NullWorld::swallowing_doorbells(Duration::from_secs(5)))
+}
+
+/// launch 1, pitched copy, fill, launch 2, event, launch 3, launch 4.
+fn capture_on(world: NullWorld) -> Captured {
     let host = world.start();
     let kernel = host
         .call(|s| s.submit.register_kernel(kernel_desc()))
@@ -91,6 +99,8 @@ fn capture() -> Captured {
     Captured {
         host,
         subs,
+        stream,
+        event,
         event_value: 2,
         _world: world,
     }
@@ -239,4 +249,80 @@ fn a_wait_nobody_releases_is_reported_as_a_deadlock() {
         }
     );
     assert!(e.log.is_empty(), "nothing ran before the wait");
+}
+
+/// Play the GPU's part of the timeline: write `value` where the engines
+/// released it, through the memory actor (the card keeps its memory).
+fn gpu_writes(c: &Captured, address: u64, value: u64) {
+    c.host
+        .call(|s| s.memory.write_device(address, value.to_le_bytes().to_vec()))
+        .unwrap();
+}
+
+#[test]
+fn events_and_sync_complete_when_the_gpu_writes_the_timeline() {
+    let c = capture_on(NullWorld::playing_gpu(Duration::from_secs(5)));
+    let query = || c.host.call(|s| s.submit.query_event(c.event)).unwrap();
+    assert!(!query(), "nothing ran yet: the timeline reads 0");
+    // Run the streams, then write what the engines released in the order
+    // they released it, checking the event at each step.
+    let mut e = Engines::new(&c.subs);
+    e.run(3, &mut reader(&c.host)).unwrap();
+    let mut released = Vec::new();
+    for d in &e.log {
+        if let Done::Release { address, value } = *d {
+            gpu_writes(&c, address, value);
+            released.push((address, value, query()));
+        }
+    }
+    // The event (value 2 on the compute timeline) completes exactly when
+    // that timeline reaches 2, not before.
+    // The compute timeline is what the kernels' QMDs release.
+    let compute = e
+        .log
+        .windows(2)
+        .find_map(|w| match (&w[0], &w[1]) {
+            (Done::Kernel { .. }, Done::Release { address, .. }) => Some(*address),
+            _ => None,
+        })
+        .expect("a kernel releases the compute timeline");
+    let seen: Vec<(u64, bool)> = released
+        .iter()
+        .filter(|r| r.0 == compute)
+        .map(|r| (r.1, r.2))
+        .collect();
+    assert_eq!(seen, vec![(1, false), (2, true), (3, true)]);
+    let reached = c.host.call(|s| s.submit.synchronize(c.stream)).unwrap();
+    assert_eq!(reached, 3);
+}
+
+#[test]
+fn a_sync_the_gpu_never_completes_reports_the_stuck_queue() {
+    let mut world = NullWorld::playing_gpu(Duration::from_secs(5));
+    world.config.submit.sync_timeout = Duration::from_millis(100);
+    let c = capture_on(world);
+    // The GPU finished the first chain only.
+    let e = Engines::new(&c.subs);
+    let first_tail = e
+        .queued("compute")
+        .iter()
+        .find_map(|s| match s {
+            Step::Launch { qmd_address } => Some(*qmd_address),
+            _ => None,
+        })
+        .expect("a launch");
+    let release = reader(&c.host)(first_tail).releases[0];
+    assert!(release.enable && release.payload == 1);
+    gpu_writes(&c, release.address, 1);
+    let err = c.host.call(|s| s.submit.synchronize(c.stream)).unwrap_err();
+    // A stuck engine is fatal to the submit actor: recovery runs and the
+    // error comes wrapped in the failure it caused.
+    let cause = match &err {
+        HostError::ActorFailed { source, .. } => source.as_ref(),
+        e => e,
+    };
+    let HostError::Submit(SubmitError::Stuck { queue, value, .. }) = cause else {
+        panic!("expected a stuck compute queue, got {err:?}");
+    };
+    assert_eq!((*queue, *value), ("compute", 3));
 }

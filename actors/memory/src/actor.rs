@@ -51,6 +51,10 @@ actor_protocol! {
     FreeDevice => fn free_device(va: u64) -> u64;
     /// Pinned host memory the GPU can reach by DMA.
     AllocHost => fn alloc_host(bytes: u64) -> DmaRegion;
+    /// CPU read of device memory by GPU address, inside one allocation.
+    ReadDevice => fn read_device(va: u64, len: u64) -> Vec<u8>;
+    /// CPU write of device memory by GPU address, inside one allocation.
+    WriteDevice => fn write_device(va: u64, data: Vec<u8>) -> ();
     Stats => fn stats() -> MemoryStats;
 }
 
@@ -58,11 +62,28 @@ struct MemoryActor {
     pci: PciHandle,
     vram: RangeAllocator,
     va: RangeAllocator,
-    /// VA pointer -> VRAM offset of each live device allocation.
-    backing: std::collections::BTreeMap<u64, u64>,
+    /// VA pointer -> (VRAM offset, bytes) of each live device allocation.
+    backing: std::collections::BTreeMap<u64, (u64, u64)>,
     stats: MemoryStats,
     /// Kept so the VA space lives as long as the actor.
     _va_space: ObjectHandle,
+}
+
+impl MemoryActor {
+    /// The VRAM offset behind `[va, va + len)`, which must lie inside one
+    /// live allocation.
+    fn vram_offset_of(&self, va: u64, len: u64) -> Result<u64, MemoryError> {
+        let (&base, &(vram, bytes)) = self
+            .backing
+            .range(..=va)
+            .next_back()
+            .ok_or(MemoryError::NotAllocated { va, len })?;
+        let end = va.checked_add(len);
+        if end.is_none_or(|e| e > base + bytes) {
+            return Err(MemoryError::NotAllocated { va, len });
+        }
+        Ok(vram + (va - base))
+    }
 }
 
 impl MemoryService for MemoryActor {
@@ -77,7 +98,7 @@ impl MemoryService for MemoryActor {
                 return Err(MemoryError::VirtualAddress(e));
             }
         };
-        self.backing.insert(va, vram_offset);
+        self.backing.insert(va, (vram_offset, bytes));
         self.stats.device_allocs += 1;
         self.stats.vram_used = self.vram.used();
         self.stats.vram_peak = self.stats.vram_peak.max(self.stats.vram_used);
@@ -90,7 +111,7 @@ impl MemoryService for MemoryActor {
 
     fn free_device(&mut self, va: u64) -> Result<u64, MemoryError> {
         let len = self.va.free(va).map_err(MemoryError::VirtualAddress)?;
-        if let Some(off) = self.backing.remove(&va) {
+        if let Some((off, _)) = self.backing.remove(&va) {
             self.vram.free(off).map_err(MemoryError::Vram)?;
         }
         self.stats.device_frees += 1;
@@ -111,6 +132,16 @@ impl MemoryService for MemoryActor {
                 Err(MemoryError::Pci(e))
             }
         }
+    }
+
+    fn read_device(&mut self, va: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
+        let at = self.vram_offset_of(va, len)?;
+        self.pci.vram_read(at, len).map_err(MemoryError::Pci)
+    }
+
+    fn write_device(&mut self, va: u64, data: Vec<u8>) -> Result<(), MemoryError> {
+        let at = self.vram_offset_of(va, data.len() as u64)?;
+        self.pci.vram_write(at, data).map_err(MemoryError::Pci)
     }
 
     fn stats(&mut self) -> Result<MemoryStats, MemoryError> {

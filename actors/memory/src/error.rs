@@ -17,6 +17,8 @@ pub enum MemoryError {
     VirtualAddress(#[source] RangeError),
     #[error("the card's {vram_bytes} bytes of VRAM do not cover the {reserve_bytes}-byte firmware reserve")]
     VramTooSmall { vram_bytes: u64, reserve_bytes: u64 },
+    #[error("{len} bytes at GPU address {va:#x} are not inside one live allocation")]
+    NotAllocated { va: u64, len: u64 },
     #[error("could not start the memory actor thread")]
     Spawn(#[source] std::io::Error),
 }
@@ -28,7 +30,9 @@ impl ActorFault for MemoryError {
             MemoryError::Actor(_) | MemoryError::Gsp(_) | MemoryError::Pci(_) => {
                 Severity::Downstream
             }
-            MemoryError::Vram(_) | MemoryError::VirtualAddress(_) => Severity::Recoverable,
+            MemoryError::Vram(_)
+            | MemoryError::VirtualAddress(_)
+            | MemoryError::NotAllocated { .. } => Severity::Recoverable,
             MemoryError::VramTooSmall { .. } | MemoryError::Spawn(_) => Severity::Fatal,
         }
     }

@@ -66,6 +66,9 @@ actor_protocol! {
     AllocDma => fn alloc_dma(bytes: u64) -> DmaRegion;
     DmaRead => fn dma_read(id: DmaId, offset: u64, len: u64) -> Vec<u8>;
     DmaWrite => fn dma_write(id: DmaId, offset: u64, data: Vec<u8>) -> ();
+    /// CPU access to video memory by VRAM offset.
+    VramRead => fn vram_read(offset: u64, len: u64) -> Vec<u8>;
+    VramWrite => fn vram_write(offset: u64, data: Vec<u8>) -> ();
     Stats => fn stats() -> PciStats;
 }
 
@@ -182,6 +185,18 @@ impl PciService for PciActor {
 
     fn dma_write(&mut self, id: DmaId, offset: u64, data: Vec<u8>) -> Result<(), PciError> {
         self.transport.dma_write(id, offset, &data)
+    }
+
+    fn vram_read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
+        let mut out = vec![0u8; checked_len(len)?];
+        let r = self.transport.vram_read(offset, &mut out);
+        self.count_refusal(r)?;
+        Ok(out)
+    }
+
+    fn vram_write(&mut self, offset: u64, data: Vec<u8>) -> Result<(), PciError> {
+        let r = self.transport.vram_write(offset, &data);
+        self.count_refusal(r)
     }
 
     fn doorbell(&mut self, token: u32) -> Result<(), PciError> {

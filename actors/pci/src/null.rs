@@ -26,6 +26,10 @@ pub struct NullProfile {
     /// Tests of command streams set this: doorbells are then recorded
     /// instead of refused (nothing executes; the streams can be read back).
     pub swallow_doorbells: bool,
+    /// Tests that play the GPU set this: the card keeps its video memory
+    /// (sparsely, by page) so the host can write and read it. Otherwise
+    /// video memory access is refused like DMA.
+    pub keeps_vram: bool,
 }
 
 const MIB: u64 = 1 << 20;
@@ -56,6 +60,7 @@ impl NullProfile {
                 },
             ],
             swallow_doorbells: false,
+            keeps_vram: false,
         }
     }
 }
@@ -86,8 +91,17 @@ pub enum CardEvent {
     },
 }
 
+/// Bytes per page of the null card's sparse video memory.
+const VRAM_PAGE: u64 = 4096;
+/// What video memory nobody wrote reads as: real video memory is not
+/// zeroed, so neither is this, and code that forgets to initialise what
+/// it reads shows up in tests.
+pub const STALE_VRAM_BYTE: u8 = 0xA5;
+
 struct CardState {
     config: Vec<u8>,
+    /// Pages of video memory ever written; the rest reads as stale bytes.
+    vram: std::collections::HashMap<u64, Box<[u8]>>,
     events: Vec<CardEvent>,
     connections: u32,
 }
@@ -124,10 +138,49 @@ impl NullCard {
             profile,
             state: Mutex::new(CardState {
                 config,
+                vram: std::collections::HashMap::new(),
                 events: Vec::new(),
                 connections: 0,
             }),
         })
+    }
+
+    /// Walk `[offset, offset + len)` of video memory page by page: `visit`
+    /// gets the page number, the offset inside it, and the range of the
+    /// caller's buffer that falls there.
+    fn vram_pages(
+        &self,
+        offset: u64,
+        len: u64,
+        mut visit: impl FnMut(u64, usize, std::ops::Range<usize>),
+    ) -> Result<(), PciError> {
+        if !self.profile.keeps_vram {
+            return Err(PciError::Refused {
+                what: "video memory access",
+            });
+        }
+        let size = u64::from(self.profile.vram_mib) * MIB;
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(PciError::OutOfRange {
+                what: "video memory".into(),
+                offset,
+                len,
+                size,
+            });
+        }
+        let mut done = 0u64;
+        while done < len {
+            let at = offset + done;
+            let n = (VRAM_PAGE - at % VRAM_PAGE).min(len - done);
+            // CAST: within one page, and within the caller's buffer.
+            visit(
+                at / VRAM_PAGE,
+                (at % VRAM_PAGE) as usize,
+                done as usize..(done + n) as usize,
+            );
+            done += n;
+        }
+        Ok(())
     }
 
     pub fn profile(&self) -> &NullProfile {
@@ -297,6 +350,28 @@ impl Transport for NullTransport {
         Err(PciError::Refused { what: "DMA" })
     }
 
+    fn vram_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
+        let state = self.card.state.lock();
+        self.card
+            .vram_pages(offset, out.len() as u64, |page, at, range| {
+                match state.vram.get(&page) {
+                    Some(p) => out[range.clone()].copy_from_slice(&p[at..at + range.len()]),
+                    None => out[range].fill(STALE_VRAM_BYTE),
+                }
+            })
+    }
+
+    fn vram_write(&mut self, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        let mut state = self.card.state.lock();
+        self.card
+            .vram_pages(offset, data.len() as u64, |page, at, range| {
+                let p = state.vram.entry(page).or_insert_with(|| {
+                    vec![STALE_VRAM_BYTE; VRAM_PAGE as usize].into_boxed_slice()
+                });
+                p[at..at + range.len()].copy_from_slice(&data[range]);
+            })
+    }
+
     fn function_reset(&mut self) -> Result<(), PciError> {
         let mut s = self.card.state.lock();
         // A reset returns the command register to its power-on value.
@@ -312,6 +387,30 @@ impl Transport for NullTransport {
 mod tests {
     use super::*;
     use crate::transport::{clear_bus_master, enable_bus_master};
+
+    #[test]
+    fn keeps_video_memory_across_pages_when_asked_and_refuses_otherwise() {
+        let mut profile = NullProfile::gb202();
+        profile.keeps_vram = true;
+        let card = NullCard::new(profile);
+        let mut t = NullOpener::new(Arc::clone(&card)).open().unwrap();
+        let data: Vec<u8> = (0..64u8).collect();
+        t.vram_write(VRAM_PAGE - 32, &data).unwrap();
+        let mut back = vec![0u8; 96];
+        t.vram_read(VRAM_PAGE - 64, &mut back).unwrap();
+        assert_eq!(&back[..32], &[STALE_VRAM_BYTE; 32], "never written");
+        assert_eq!(&back[32..], &data[..], "across the page boundary");
+        let size = 32 * 1024 * MIB;
+        assert!(matches!(
+            t.vram_read(size - 4, &mut [0u8; 8]),
+            Err(PciError::OutOfRange { .. })
+        ));
+        assert!(t.vram_write(u64::MAX - 2, &[1; 8]).is_err(), "no overflow");
+
+        let plain = NullCard::new(NullProfile::gb202());
+        let mut t = NullOpener::new(plain).open().unwrap();
+        assert!(t.vram_read(0, &mut [0u8; 4]).unwrap_err().is_refusal());
+    }
 
     #[test]
     fn identifies_as_gb202() {

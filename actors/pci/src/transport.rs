@@ -107,6 +107,29 @@ pub trait Transport: Send {
     /// # Errors
     /// Unknown region or out-of-range access.
     fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError>;
+    /// CPU read of video memory at a VRAM offset. On the firmware path
+    /// this is the BAR1 window once our page tables map it, which is not
+    /// built yet, so by default it is refused; the null card can keep
+    /// video memory for tests that play the GPU.
+    /// # Errors
+    /// Refused, or outside video memory.
+    fn vram_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
+        let _ = (offset, out);
+        Err(PciError::Unsupported {
+            backend: self.backend(),
+            what: "video memory access (the BAR1 window lands with the MMU)",
+        })
+    }
+    /// CPU write of video memory at a VRAM offset; see [`Transport::vram_read`].
+    /// # Errors
+    /// Refused, or outside video memory.
+    fn vram_write(&mut self, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        let _ = (offset, data);
+        Err(PciError::Unsupported {
+            backend: self.backend(),
+            what: "video memory access (the BAR1 window lands with the MMU)",
+        })
+    }
     /// PCIe function-level reset.
     /// # Errors
     /// Transport failures.

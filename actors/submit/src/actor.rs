@@ -77,6 +77,9 @@ pub struct SubmitConfig {
     pub lane_capacity: usize,
     /// Bytes of the descriptor region (QMDs and their bank 0).
     pub descriptor_bytes: u64,
+    /// How long a sync point waits for a timeline value before it reports
+    /// the queue stuck.
+    pub sync_timeout: Duration,
 }
 
 impl Default for SubmitConfig {
@@ -86,6 +89,7 @@ impl Default for SubmitConfig {
             diffing: true,
             lane_capacity: 4096,
             descriptor_bytes: 8 << 20,
+            sync_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -237,6 +241,8 @@ struct Pending {
 
 struct SubmitActor {
     pci: PciHandle,
+    /// Reads the timeline semaphores, which live in device memory.
+    memory: MemoryHandle,
     format: DeviceFormat,
     config: SubmitConfig,
     kernels: Vec<KernelTemplate>,
@@ -286,8 +292,8 @@ const COMMAND_BYTES: u64 = 2 << 20;
 /// Semaphore memory: two 64-bit timelines, 16 bytes apart.
 const SEMAPHORE_BYTES: u64 = 4096;
 const COPY_SEMAPHORE_OFFSET: u64 = 16;
-/// How long a synchronisation waits for the GPU before calling it stuck.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+/// A 64-bit timeline payload.
+const SEMAPHORE_PAYLOAD_BYTES: u64 = 8;
 
 impl SubmitActor {
     fn drain_lane(&mut self) -> bool {
@@ -634,14 +640,29 @@ impl SubmitActor {
         Ok(())
     }
 
-    /// Read a timeline; the null device has none to read.
+    /// The value a queue's timeline semaphore holds: what the GPU wrote.
     fn completed(&mut self, q: QueueKind) -> Result<u64, SubmitError> {
-        let _ = q;
-        // Semaphores live in memory the transport reaches; the null device
-        // refuses DMA, so there is nothing to read.
-        Err(SubmitError::NoTimeline {
-            why: "the device gives no access to semaphore memory",
-        })
+        let address = match q {
+            QueueKind::Compute => self.compute.semaphore,
+            QueueKind::Copy => self.copy.semaphore,
+        };
+        let bytes = self
+            .memory
+            .read_device(address, SEMAPHORE_PAYLOAD_BYTES)
+            .map_err(|e| match e {
+                // The null card keeps no memory: there is nothing to read.
+                macuda_memory::MemoryError::Pci(p) if p.is_refusal() => SubmitError::NoTimeline {
+                    why: "the device gives no access to semaphore memory",
+                },
+                e => SubmitError::Memory(e),
+            })?;
+        let word: [u8; 8] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| SubmitError::Invariant {
+                reason: "a semaphore read returned the wrong length",
+            })?;
+        Ok(u64::from_le_bytes(word))
     }
 
     fn wait_compute(&mut self, value: u64) -> Result<(), SubmitError> {
@@ -654,11 +675,12 @@ impl SubmitActor {
             if self.completed(QueueKind::Compute)? >= value {
                 return Ok(());
             }
-            if started.elapsed() > SYNC_TIMEOUT {
+            if started.elapsed() > self.config.sync_timeout {
                 return Err(SubmitError::Stuck {
                     queue: self.compute.name,
                     value,
-                    after_ms: u64::try_from(SYNC_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+                    after_ms: u64::try_from(self.config.sync_timeout.as_millis())
+                        .unwrap_or(u64::MAX),
                 });
             }
             std::thread::yield_now();
@@ -858,6 +880,13 @@ pub fn spawn(
     let semaphores = memory
         .alloc_device(SEMAPHORE_BYTES)
         .map_err(SubmitError::Memory)?;
+    // Video memory is not zeroed: the timelines start at 0 or a stale
+    // value would mark work done that never ran. A card without memory
+    // access has no timelines to read either.
+    match memory.write_device(semaphores.va, vec![0; (2 * COPY_SEMAPHORE_OFFSET) as usize]) {
+        Err(macuda_memory::MemoryError::Pci(p)) if p.is_refusal() => {}
+        r => r.map_err(SubmitError::Memory)?,
+    }
     // The mirror is pinned host memory the copy engine reads. The null
     // device has none: descriptors still go shadow -> mirror on the host,
     // and the copies name bus address 0, never submitted.
@@ -884,6 +913,7 @@ pub fn spawn(
     };
     let actor = SubmitActor {
         pci,
+        memory,
         format,
         config: submit,
         kernels: Vec::new(),
