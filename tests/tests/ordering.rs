@@ -42,13 +42,20 @@ struct Captured {
     subs: Vec<Submission>,
     stream: StreamId,
     event: EventId,
+    /// The compute timeline value the capture's flush reached.
+    issued: u64,
     /// The event recorded after the second launch: its timeline value.
     event_value: u64,
     _world: NullWorld,
 }
 
 fn capture() -> Captured {
-    capture_on(NullWorld::swallowing_doorbells(Duration::from_secs(5)))
+    let c = capture_on(NullWorld::swallowing_doorbells(Duration::from_secs(5)));
+    assert_eq!(
+        c.issued, 3,
+        "three chains: the copy closes the first, the event record the second"
+    );
+    c
 }
 
 /// launch 1, pitched copy, fill, launch 2, event, launch 3, launch 4.
@@ -91,16 +98,13 @@ fn capture_on(world: NullWorld) -> Captured {
     launch(3);
     launch(4);
     let issued = host.call(|s| s.submit.flush()).unwrap();
-    assert_eq!(
-        issued, 3,
-        "three chains: the copy closes the first, the event record the second"
-    );
     let subs = host.call(|s| s.submit.submissions()).unwrap();
     Captured {
         host,
         subs,
         stream,
         event,
+        issued,
         event_value: 2,
         _world: world,
     }
@@ -325,4 +329,102 @@ fn a_sync_the_gpu_never_completes_reports_the_stuck_queue() {
         panic!("expected a stuck compute queue, got {err:?}");
     };
     assert_eq!((*queue, *value), ("compute", 3));
+}
+
+/// The two timeline addresses, from what the engines released: the compute
+/// one right after a kernel, the copy one the other.
+fn timelines(c: &Captured) -> (u64, u64) {
+    let mut e = Engines::new(&c.subs);
+    e.run(1, &mut reader(&c.host)).unwrap();
+    let compute = e
+        .log
+        .windows(2)
+        .find_map(|w| match (&w[0], &w[1]) {
+            (Done::Kernel { .. }, Done::Release { address, .. }) => Some(*address),
+            _ => None,
+        })
+        .unwrap();
+    let copy = e
+        .log
+        .iter()
+        .find_map(|d| match d {
+            Done::Release { address, .. } if *address != compute => Some(*address),
+            _ => None,
+        })
+        .unwrap();
+    (compute, copy)
+}
+
+fn small_rings(world: &mut NullWorld) {
+    world.config.submit.chain_depth = 1;
+    world.config.submit.gpfifo_entries = 8;
+    world.config.submit.sync_timeout = Duration::from_millis(300);
+}
+
+fn more_launches(c: &Captured, n: u32) -> Result<u64, HostError> {
+    let lane = c.host.call(|s| s.submit.lane()).unwrap();
+    let kernel = c
+        .host
+        .call(|s| s.submit.register_kernel(kernel_desc()))
+        .unwrap();
+    for i in 0..n {
+        lane.launch(LaneLaunch {
+            stream: c.stream,
+            kernel,
+            grid: [i + 1, 1, 1],
+            block: [32, 1, 1],
+            dynamic_shared_bytes: 0,
+            params: ParamBlock::new(&[0; 16]),
+        });
+    }
+    c.host.call(|s| s.submit.flush())
+}
+
+#[test]
+fn a_full_ring_frees_the_entries_the_engine_fetched() {
+    let mut world = NullWorld::playing_gpu(Duration::from_secs(5));
+    small_rings(&mut world);
+    let c = capture_on(world);
+    let (compute, copy) = timelines(&c);
+    let before = c.host.call(|s| s.submit.stats()).unwrap().gp_entries;
+    // The GPU: keeps finishing work, a value at a time on each timeline.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut v = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                v += 1;
+                gpu_writes(&c, compute, v);
+                gpu_writes(&c, copy, v);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let r = more_launches(&c, 40);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(r.unwrap(), c.issued + 40, "one chain per launch");
+    });
+    let after = c.host.call(|s| s.submit.stats()).unwrap().gp_entries;
+    assert_eq!(
+        after - before,
+        80,
+        "ten times the 7 usable entries per ring"
+    );
+}
+
+#[test]
+fn a_full_ring_the_engine_never_reads_reports_the_stuck_queue() {
+    let mut world = NullWorld::playing_gpu(Duration::from_secs(5));
+    small_rings(&mut world);
+    let c = capture_on(world);
+    let err = more_launches(&c, 40).unwrap_err();
+    let cause = match &err {
+        HostError::ActorFailed { source, .. } => source.as_ref(),
+        e => e,
+    };
+    let HostError::Submit(SubmitError::Stuck { queue, value, .. }) = cause else {
+        panic!("expected a stuck queue, got {err:?}");
+    };
+    // The copy ring fills first (each chain's delivery precedes its launch):
+    // 7 entries, the first of which the copy timeline's value 1 would free.
+    assert_eq!((*queue, *value), ("copy", 1));
 }

@@ -9,7 +9,8 @@ use crate::pushbuf::PushBuffer;
 use crate::ring::GpFifoRing;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{
-    actor_protocol, spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx, Waker,
+    actor_protocol, spawn_with_background, wake_pair, ActorConfig, ActorFault, ActorJoin, Cx,
+    Severity, Waker,
 };
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::push::GpEntry;
@@ -80,6 +81,8 @@ pub struct SubmitConfig {
     /// How long a sync point waits for a timeline value before it reports
     /// the queue stuck.
     pub sync_timeout: Duration,
+    /// Entries of each GPFIFO ring (a power of two).
+    pub gpfifo_entries: u32,
 }
 
 impl Default for SubmitConfig {
@@ -90,6 +93,7 @@ impl Default for SubmitConfig {
             lane_capacity: 4096,
             descriptor_bytes: 8 << 20,
             sync_timeout: Duration::from_secs(10),
+            gpfifo_entries: 1024,
         }
     }
 }
@@ -166,6 +170,10 @@ struct Queue {
     semaphore: u64,
     /// The last value handed out; the GPU writes it when the work is done.
     issued: u64,
+    /// Per entry between GP_GET and GP_PUT, oldest first: the timeline
+    /// value whose arrival proves the engine fetched it (every push buffer
+    /// ends with, or comes before, the release of the value issued with it).
+    fetched_at: std::collections::VecDeque<u64>,
     pending: PushBuffer,
 }
 
@@ -287,7 +295,6 @@ struct SubmitActor {
 /// The null RM's tokens for the two channels (the values RM gave on the H200).
 const COMPUTE_TOKEN: u32 = 0xA;
 const COPY_TOKEN: u32 = 0xB;
-const GPFIFO_ENTRIES: u32 = 1024;
 const COMMAND_BYTES: u64 = 2 << 20;
 /// Semaphore memory: two 64-bit timelines, 16 bytes apart.
 const SEMAPHORE_BYTES: u64 = 4096;
@@ -303,6 +310,11 @@ impl SubmitActor {
         let mut launches = 0u64;
         while let Some(item) = self.lane.pop() {
             did = true;
+            if self.broken() {
+                // The command streams are in an unknown state: what follows
+                // is dropped, and the next sync point reports the failure.
+                continue;
+            }
             let r = match item {
                 LaneItem::Launch(l) => {
                     self.stats.lane_launches += 1;
@@ -350,6 +362,13 @@ impl SubmitActor {
 
     /// Lane work has no caller to return errors to: refusals wait for the
     /// next sync point; anything else is logged and counted there too.
+    /// A fatal failure waits to be reported: no more work may be queued.
+    fn broken(&self) -> bool {
+        self.refusal
+            .as_ref()
+            .is_some_and(|e| e.severity() == Severity::Fatal)
+    }
+
     fn note_failure(&mut self, e: SubmitError) {
         if !e.is_refusal() {
             tracing::error!(error = %e, "lane work failed");
@@ -544,7 +563,15 @@ impl SubmitActor {
         // CAST: a push buffer is far below 2^21 dwords.
         let entry =
             GpEntry::subroutine(at, pb.words().len() as u32).map_err(SubmitError::Format)?;
+        if q.ring.free() == 0 {
+            self.make_room(kind)?;
+        }
+        let q = match kind {
+            QueueKind::Compute => &mut self.compute,
+            QueueKind::Copy => &mut self.copy,
+        };
         let slot = q.ring.claim().map_err(SubmitError::Ring)?;
+        q.fetched_at.push_back(q.issued);
         self.stats.gp_entries += 1;
         if self.recent.len() == KEEP_SUBMISSIONS {
             self.recent.pop_front();
@@ -573,6 +600,7 @@ impl SubmitActor {
                 };
                 let put = q.ring.put();
                 let _ = q.ring.update_get(put);
+                q.fetched_at.clear();
                 Err(SubmitError::Pci(e))
             }
         }
@@ -620,6 +648,9 @@ impl SubmitActor {
     /// Flush the chain; a refusal is remembered for the next sync point so
     /// queuing can go on.
     fn flush_chain_keep_going(&mut self) -> Result<(), SubmitError> {
+        if self.broken() {
+            return Ok(());
+        }
         match self.flush_chain() {
             Err(e) if e.is_refusal() => {
                 self.note_failure(e);
@@ -638,6 +669,37 @@ impl SubmitActor {
         *slot = Some(self.compute.issued);
         self.stats.events += 1;
         Ok(())
+    }
+
+    /// A full ring: learn from the queue's timeline how far the engine got
+    /// and free the entries it fetched, waiting for at least one.
+    fn make_room(&mut self, kind: QueueKind) -> Result<(), SubmitError> {
+        let started = Instant::now();
+        loop {
+            let done = self.completed(kind)?;
+            let q = match kind {
+                QueueKind::Compute => &mut self.compute,
+                QueueKind::Copy => &mut self.copy,
+            };
+            let mut fetched = 0u32;
+            while q.fetched_at.front().is_some_and(|&v| v <= done) {
+                q.fetched_at.pop_front();
+                fetched += 1;
+            }
+            if fetched > 0 {
+                let get = (q.ring.get() + fetched) & (q.ring.entries() - 1);
+                return q.ring.update_get(get).map_err(SubmitError::Ring);
+            }
+            if started.elapsed() > self.config.sync_timeout {
+                return Err(SubmitError::Stuck {
+                    queue: q.name,
+                    value: q.fetched_at.front().copied().unwrap_or(done),
+                    after_ms: u64::try_from(self.config.sync_timeout.as_millis())
+                        .unwrap_or(u64::MAX),
+                });
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// The value a queue's timeline semaphore holds: what the GPU wrote.
@@ -896,14 +958,15 @@ pub fn spawn(
         Err(e) => return Err(SubmitError::Memory(e)),
     };
     let (waker, parking) = wake_pair();
-    let ring_bytes = u64::from(GPFIFO_ENTRIES) * ENTRY_BYTES;
+    let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
     let rings = memory
         .alloc_device(2 * ring_bytes)
         .map_err(SubmitError::Memory)?;
     let queue = |name, token, semaphore, ring_address| -> Result<Queue, SubmitError> {
         Ok(Queue {
             name,
-            ring: GpFifoRing::new(GPFIFO_ENTRIES).map_err(SubmitError::Ring)?,
+            ring: GpFifoRing::new(submit.gpfifo_entries).map_err(SubmitError::Ring)?,
+            fetched_at: std::collections::VecDeque::new(),
             ring_address,
             token,
             semaphore,
