@@ -7,6 +7,8 @@
 //! breaks the order - so the waits, not luck, keep it.
 
 use macuda_hw::cbank0;
+use macuda_hw::gpfifo::ENTRY_BYTES;
+use macuda_hw::push::{GpEntry, USERD_GP_PUT};
 use macuda_hw::qmd::{self, QmdVersion};
 use macuda_submit::{
     EventId, KernelDesc, LaneItem, LaneLaunch, ParamBlock, StreamId, Submission, SubmitError,
@@ -427,4 +429,55 @@ fn a_full_ring_the_engine_never_reads_reports_the_stuck_queue() {
     // The copy ring fills first (each chain's delivery precedes its launch):
     // 7 entries, the first of which the copy timeline's value 1 would free.
     assert_eq!((*queue, *value), ("copy", 1));
+}
+
+fn read(c: &Captured, address: u64, len: u64) -> Vec<u8> {
+    c.host.call(|s| s.memory.read_device(address, len)).unwrap()
+}
+
+#[test]
+fn the_streams_in_device_memory_are_the_captured_ones_and_run_the_same() {
+    let c = capture_on(NullWorld::playing_gpu(Duration::from_secs(5)));
+    // Walk each queue as Host would: GP_PUT from USERD, the entries from
+    // the ring up to it, each entry's push buffer from the command region.
+    let mut from_memory = Vec::new();
+    for queue in ["copy", "compute"] {
+        let mine: Vec<&Submission> = c.subs.iter().filter(|s| s.queue == queue).collect();
+        let last = mine.last().unwrap();
+        let userd = read(&c, last.userd_address + USERD_GP_PUT, 4);
+        let gp_put = u32::from_le_bytes(userd.try_into().unwrap());
+        assert_eq!(gp_put, last.gp_put, "{queue}: USERD GP_PUT");
+        assert_eq!(gp_put as usize, mine.len(), "{queue}: one entry each");
+        let ring = mine[0].gp_entry_address;
+        for (slot, s) in mine.iter().enumerate() {
+            let at = ring + slot as u64 * ENTRY_BYTES;
+            let raw = read(&c, at, ENTRY_BYTES);
+            let entry = u64::from_le_bytes(raw.try_into().unwrap());
+            assert_eq!(entry, s.gp_entry, "{queue} entry {slot}");
+            let e = GpEntry::decode(entry).unwrap();
+            let bytes = read(&c, e.address(), 4 * u64::from(e.dwords()));
+            let words: Vec<u32> = bytes
+                .chunks(4)
+                .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+                .collect();
+            assert_eq!(words, s.words, "{queue} push buffer {slot}");
+            from_memory.push(Submission {
+                words,
+                ..(*s).clone()
+            });
+        }
+    }
+    // Executed from memory, the streams do what the captured ones do.
+    let mut a = Engines::new(&c.subs);
+    a.run(5, &mut reader(&c.host)).unwrap();
+    let mut b = Engines::new(&from_memory);
+    b.run(5, &mut reader(&c.host)).unwrap();
+    assert_eq!(a.log, b.log);
+    assert!(
+        a.log
+            .iter()
+            .filter(|d| matches!(d, Done::Kernel { .. }))
+            .count()
+            == 4
+    );
 }

@@ -13,7 +13,7 @@ use macuda_core::{
     Severity, Waker,
 };
 use macuda_hw::gpfifo::ENTRY_BYTES;
-use macuda_hw::push::GpEntry;
+use macuda_hw::push::{GpEntry, USERD_BYTES, USERD_GP_PUT};
 use macuda_hw::qmd::Qmd;
 use macuda_memory::MemoryHandle;
 use macuda_pci::PciHandle;
@@ -58,6 +58,8 @@ pub struct Submission {
     pub gp_entry_address: u64,
     /// GP_PUT after this entry (what USERD gets before the doorbell).
     pub gp_put: u32,
+    /// The queue's USERD block, whose GP_PUT word gets `gp_put`.
+    pub userd_address: u64,
     pub words: Vec<u32>,
 }
 
@@ -164,6 +166,8 @@ struct Queue {
     ring: GpFifoRing,
     /// Where the ring's entries live on the GPU.
     ring_address: u64,
+    /// The USERD block software and Host exchange GP_PUT / GP_GET through.
+    userd: u64,
     /// Work token for the doorbell. The null RM has no channels, so there it
     /// is a fixed number; real backends take it from RM.
     token: u32,
@@ -184,6 +188,17 @@ struct CommandRegion {
     base: u64,
     bytes: u64,
     cursor: u64,
+    /// Push buffers the engines may not have run yet, oldest first: the
+    /// region wraps onto them only once their queue's timeline passed.
+    in_flight: std::collections::VecDeque<CommandSpan>,
+}
+
+struct CommandSpan {
+    start: u64,
+    end: u64,
+    queue: QueueKind,
+    /// The queue's timeline value written after this push buffer ran.
+    value: u64,
 }
 
 impl CommandRegion {
@@ -197,6 +212,20 @@ impl CommandRegion {
         let at = self.base + self.cursor;
         self.cursor = (self.cursor + len).next_multiple_of(16);
         Ok(at)
+    }
+
+    /// A push buffer still unread where `[at, at + len)` would go.
+    fn blocker(&self, at: u64, len: u64) -> Option<(QueueKind, u64)> {
+        self.in_flight
+            .iter()
+            .find(|s| s.start < at + len && at < s.end)
+            .map(|s| (s.queue, s.value))
+    }
+
+    /// The queue's timeline reached `done`: its push buffers up to there ran.
+    fn retire(&mut self, queue: QueueKind, done: u64) {
+        self.in_flight
+            .retain(|s| s.queue != queue || s.value > done);
     }
 }
 
@@ -249,8 +278,11 @@ struct Pending {
 
 struct SubmitActor {
     pci: PciHandle,
-    /// Reads the timeline semaphores, which live in device memory.
+    /// Reads the timeline semaphores and writes the command streams, which
+    /// live in device memory.
     memory: MemoryHandle,
+    /// The card gives access to device memory (the null card does not).
+    writes_memory: bool,
     format: DeviceFormat,
     config: SubmitConfig,
     kernels: Vec<KernelTemplate>,
@@ -554,8 +586,14 @@ impl SubmitActor {
         if pb.is_empty() {
             return Ok(());
         }
-        let at = self.commands.place(pb.bytes())?;
-        self.stats.command_bytes += pb.bytes();
+        let len = pb.bytes();
+        let at = self.commands.place(len)?;
+        while let Some((queue, value)) = self.commands.blocker(at, len) {
+            // The region wrapped onto a push buffer not yet run: wait for it.
+            let done = self.wait_timeline(queue, value)?;
+            self.commands.retire(queue, done);
+        }
+        self.stats.command_bytes += len;
         let q = match kind {
             QueueKind::Compute => &mut self.compute,
             QueueKind::Copy => &mut self.copy,
@@ -572,19 +610,41 @@ impl SubmitActor {
         };
         let slot = q.ring.claim().map_err(SubmitError::Ring)?;
         q.fetched_at.push_back(q.issued);
+        let (entry_address, put, userd, issued, name, token) = (
+            q.ring_address + u64::from(slot) * ENTRY_BYTES,
+            q.ring.put(),
+            q.userd,
+            q.issued,
+            q.name,
+            q.token,
+        );
+        self.commands.in_flight.push_back(CommandSpan {
+            start: at,
+            end: at + len,
+            queue: kind,
+            value: issued,
+        });
+        if self.writes_memory {
+            // The push buffer, then the entry naming it, then GP_PUT past
+            // the entry: each in place before the next makes it reachable.
+            let bytes: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+            self.write_device(at, bytes)?;
+            self.write_device(entry_address, entry.encode().to_le_bytes().to_vec())?;
+            self.write_device(userd + USERD_GP_PUT, put.to_le_bytes().to_vec())?;
+        }
         self.stats.gp_entries += 1;
         if self.recent.len() == KEEP_SUBMISSIONS {
             self.recent.pop_front();
         }
         self.recent.push_back(Submission {
-            queue: q.name.to_string(),
+            queue: name.to_string(),
             address: at,
             gp_entry: entry.encode(),
-            gp_entry_address: q.ring_address + u64::from(slot) * ENTRY_BYTES,
-            gp_put: q.ring.put(),
+            gp_entry_address: entry_address,
+            gp_put: put,
+            userd_address: userd,
             words: pb.words().to_vec(),
         });
-        let token = q.token;
         match self.pci.doorbell(token) {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -601,6 +661,7 @@ impl SubmitActor {
                 let put = q.ring.put();
                 let _ = q.ring.update_get(put);
                 q.fetched_at.clear();
+                self.commands.in_flight.clear();
                 Err(SubmitError::Pci(e))
             }
         }
@@ -727,19 +788,34 @@ impl SubmitActor {
         Ok(u64::from_le_bytes(word))
     }
 
+    fn write_device(&self, address: u64, bytes: Vec<u8>) -> Result<(), SubmitError> {
+        self.memory
+            .write_device(address, bytes)
+            .map_err(SubmitError::Memory)
+    }
+
     fn wait_compute(&mut self, value: u64) -> Result<(), SubmitError> {
         // Work the device declined is not outstanding: nothing to wait for.
         if value <= self.dropped_through {
             return Ok(());
         }
+        self.wait_timeline(QueueKind::Compute, value).map(|_| ())
+    }
+
+    /// Wait until a queue's timeline reaches `value`; returns what it read.
+    fn wait_timeline(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
         let started = Instant::now();
         loop {
-            if self.completed(QueueKind::Compute)? >= value {
-                return Ok(());
+            let done = self.completed(kind)?;
+            if done >= value {
+                return Ok(done);
             }
             if started.elapsed() > self.config.sync_timeout {
                 return Err(SubmitError::Stuck {
-                    queue: self.compute.name,
+                    queue: match kind {
+                        QueueKind::Compute => self.compute.name,
+                        QueueKind::Copy => self.copy.name,
+                    },
                     value,
                     after_ms: u64::try_from(self.config.sync_timeout.as_millis())
                         .unwrap_or(u64::MAX),
@@ -945,10 +1021,11 @@ pub fn spawn(
     // Video memory is not zeroed: the timelines start at 0 or a stale
     // value would mark work done that never ran. A card without memory
     // access has no timelines to read either.
-    match memory.write_device(semaphores.va, vec![0; (2 * COPY_SEMAPHORE_OFFSET) as usize]) {
-        Err(macuda_memory::MemoryError::Pci(p)) if p.is_refusal() => {}
-        r => r.map_err(SubmitError::Memory)?,
-    }
+    let writes_memory =
+        match memory.write_device(semaphores.va, vec![0; (2 * COPY_SEMAPHORE_OFFSET) as usize]) {
+            Err(macuda_memory::MemoryError::Pci(p)) if p.is_refusal() => false,
+            r => r.map(|()| true).map_err(SubmitError::Memory)?,
+        };
     // The mirror is pinned host memory the copy engine reads. The null
     // device has none: descriptors still go shadow -> mirror on the host,
     // and the copies name bus address 0, never submitted.
@@ -962,12 +1039,23 @@ pub fn spawn(
     let rings = memory
         .alloc_device(2 * ring_bytes)
         .map_err(SubmitError::Memory)?;
-    let queue = |name, token, semaphore, ring_address| -> Result<Queue, SubmitError> {
+    // Our model of each channel's USERD; RM's channel object owns the real
+    // one on the kernel path and the firmware path.
+    let userd = memory
+        .alloc_device(2 * USERD_BYTES)
+        .map_err(SubmitError::Memory)?;
+    if writes_memory {
+        memory
+            .write_device(userd.va, vec![0; (2 * USERD_BYTES) as usize])
+            .map_err(SubmitError::Memory)?;
+    }
+    let queue = |name, token, semaphore, ring_address, userd| -> Result<Queue, SubmitError> {
         Ok(Queue {
             name,
             ring: GpFifoRing::new(submit.gpfifo_entries).map_err(SubmitError::Ring)?,
             fetched_at: std::collections::VecDeque::new(),
             ring_address,
+            userd,
             token,
             semaphore,
             issued: 0,
@@ -977,6 +1065,7 @@ pub fn spawn(
     let actor = SubmitActor {
         pci,
         memory,
+        writes_memory,
         format,
         config: submit,
         kernels: Vec::new(),
@@ -991,13 +1080,15 @@ pub fn spawn(
             base: commands.va,
             bytes: commands.bytes,
             cursor: 0,
+            in_flight: std::collections::VecDeque::new(),
         },
-        compute: queue("compute", COMPUTE_TOKEN, semaphores.va, rings.va)?,
+        compute: queue("compute", COMPUTE_TOKEN, semaphores.va, rings.va, userd.va)?,
         copy: queue(
             "copy",
             COPY_TOKEN,
             semaphores.va + COPY_SEMAPHORE_OFFSET,
             rings.va + ring_bytes,
+            userd.va + USERD_BYTES,
         )?,
         compute_waits_for_copy: None,
         chain_len: 0,
@@ -1046,6 +1137,37 @@ mod tests {
         assert!(matches!(err, SubmitError::ComputeInsideChainFlush { .. }));
         assert!(err.to_string().contains("delivering a chain's descriptors"));
         assert!(compute_allowed(None).is_ok());
+    }
+
+    #[test]
+    fn the_command_region_wraps_only_onto_push_buffers_that_ran() {
+        let mut r = CommandRegion {
+            base: 0x1000,
+            bytes: 256,
+            cursor: 0,
+            in_flight: std::collections::VecDeque::new(),
+        };
+        for (queue, value) in [(QueueKind::Copy, 1), (QueueKind::Compute, 1)] {
+            let at = r.place(100).unwrap();
+            r.in_flight.push_back(CommandSpan {
+                start: at,
+                end: at + 100,
+                queue,
+                value,
+            });
+        }
+        let at = r.place(100).unwrap();
+        assert_eq!(at, 0x1000, "wrapped");
+        assert_eq!(r.blocker(at, 100), Some((QueueKind::Copy, 1)));
+        r.retire(QueueKind::Compute, 5);
+        assert_eq!(
+            r.blocker(at, 100),
+            Some((QueueKind::Copy, 1)),
+            "other queue"
+        );
+        r.retire(QueueKind::Copy, 1);
+        assert_eq!(r.blocker(at, 100), None);
+        assert!(r.place(300).is_err(), "larger than the region");
     }
 
     #[test]
