@@ -295,7 +295,9 @@ struct SubmitActor {
     waker: Waker,
     arena: DescriptorArena,
     descriptor_base: u64,
-    mirror_bus: u64,
+    /// GPU address the copy engine reads the mirror at (0 on the null
+    /// device, which never runs the copies).
+    mirror_va: u64,
     commands: CommandRegion,
     compute: Queue,
     copy: Queue,
@@ -558,7 +560,7 @@ impl SubmitActor {
         let mut pb = std::mem::take(&mut self.copy.pending);
         for p in &plan.patches {
             pb.copy(
-                self.mirror_bus + p.offset,
+                self.mirror_va + p.offset,
                 0,
                 self.descriptor_base + p.offset,
                 0,
@@ -1026,11 +1028,16 @@ pub fn spawn(
             Err(macuda_memory::MemoryError::Pci(p)) if p.is_refusal() => false,
             r => r.map(|()| true).map_err(SubmitError::Memory)?,
         };
-    // The mirror is pinned host memory the copy engine reads. The null
-    // device has none: descriptors still go shadow -> mirror on the host,
-    // and the copies name bus address 0, never submitted.
-    let mirror_bus = match memory.alloc_host(submit.descriptor_bytes) {
-        Ok(region) => region.segments.first().map_or(0, |s| s.bus_addr),
+    // The mirror is pinned host memory the copy engine reads through the
+    // GPU's address space. The null device has none: descriptors still go
+    // shadow -> mirror on the host, and the copies name address 0, never
+    // submitted. A card that gives host memory needs it mapped first.
+    let mirror_va = match memory.alloc_host(submit.descriptor_bytes) {
+        Ok(region) => {
+            return Err(SubmitError::MirrorUnmapped {
+                bus: region.segments.first().map_or(0, |s| s.bus_addr),
+            })
+        }
         Err(e) if matches!(&e, macuda_memory::MemoryError::Pci(p) if p.is_refusal()) => 0,
         Err(e) => return Err(SubmitError::Memory(e)),
     };
@@ -1075,7 +1082,7 @@ pub fn spawn(
         waker,
         arena: DescriptorArena::new(submit.descriptor_bytes, submit.diffing),
         descriptor_base: descriptors.va,
-        mirror_bus,
+        mirror_va,
         commands: CommandRegion {
             base: commands.va,
             bytes: commands.bytes,

@@ -49,6 +49,8 @@ pub enum SubmitError {
     },
     #[error("cannot read the timeline: {why}")]
     NoTimeline { why: &'static str },
+    #[error("the descriptor mirror is host memory at bus address {bus:#x}, but the copy engine reads GPU virtual addresses and the memory actor does not map host memory into the GPU's address space yet")]
+    MirrorUnmapped { bus: u64 },
     #[error("internal invariant broken: {reason}")]
     Invariant { reason: &'static str },
     #[error("could not start the submit actor thread")]
@@ -85,6 +87,7 @@ impl ActorFault for SubmitError {
             | SubmitError::Arena(_)
             | SubmitError::Ring(_)
             | SubmitError::UnknownArchitecture(_)
+            | SubmitError::MirrorUnmapped { .. }
             | SubmitError::Spawn(_) => Severity::Fatal,
         }
     }
