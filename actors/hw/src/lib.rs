@@ -13,6 +13,7 @@ pub mod pci;
 pub mod push;
 pub mod qmd;
 pub mod regs;
+pub mod rm;
 
 pub use chip::{Chip, ChipIdentity};
 pub use regs::{Field, RegisterDesc};

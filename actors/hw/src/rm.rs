@@ -1,0 +1,296 @@
+//! The kernel module's resource-manager interface (nvidia.ko 580): the
+//! ioctl request word, the escape numbers, the classes and controls the
+//! kernel path uses, and their parameter structures. Each structure is
+//! `repr(C)` with the exact size the driver expects: the driver copies
+//! `size` bytes in and out and rejects any other size. Sizes and offsets
+//! are pinned in tests to the oracle (or, for the NVOS* structures the
+//! oracle lacks, to reference/kernel-rm.md §1.5).
+
+/// The ioctl type byte of every escape (`'F'`).
+pub const IOCTL_TYPE: u64 = 0x46;
+/// Read|write direction: the driver ignores it, but libcuda sets it.
+const IOCTL_READ_WRITE: u64 = 3 << 30;
+/// The size field is 14 bits.
+const IOCTL_SIZE_MASK: u64 = 0x3FFF;
+
+/// The request word for escape `nr` carrying `size` bytes.
+pub const fn request(nr: u32, size: usize) -> u64 {
+    // CAST: sizes are small; the mask keeps them in the field.
+    IOCTL_READ_WRITE | (((size as u64) & IOCTL_SIZE_MASK) << 16) | (IOCTL_TYPE << 8) | nr as u64
+}
+
+/// Escape numbers: RM escapes are used directly; driver escapes are
+/// NV_IOCTL_BASE (200) plus an index.
+pub mod escape {
+    pub const RM_FREE: u32 = 0x29;
+    pub const RM_CONTROL: u32 = 0x2A;
+    pub const RM_ALLOC: u32 = 0x2B;
+    pub const CARD_INFO: u32 = 0xC8;
+    pub const REGISTER_FD: u32 = 0xC9;
+}
+
+/// Object classes.
+pub mod class {
+    pub const NV01_ROOT_CLIENT: u32 = 0x41;
+    pub const NV01_DEVICE_0: u32 = 0x80;
+    pub const NV20_SUBDEVICE_0: u32 = 0x2080;
+}
+
+/// Control commands: the class in the top 16 bits, then category and index.
+pub mod control {
+    pub const SYSTEM_GET_BUILD_VERSION_V2: u32 = 0x0000_013E;
+    pub const GPU_GET_ID_INFO_V2: u32 = 0x0000_0205;
+    pub const GPU_GET_NAME_STRING: u32 = 0x2080_0110;
+    pub const FB_GET_INFO_V2: u32 = 0x2080_1303;
+    pub const MC_GET_ARCH_INFO: u32 = 0x2080_1701;
+}
+
+/// `NV2080_CTRL_FB_INFO_INDEX_*`: what an FB info entry asks for.
+pub mod fb_info {
+    /// Video memory usable by clients, in KiB.
+    pub const RAM_SIZE: u32 = 7;
+    /// All video memory, in KiB.
+    pub const TOTAL_RAM_SIZE: u32 = 8;
+}
+
+/// `NV2080_CTRL_MC_ARCH_INFO_ARCHITECTURE_*` and the implementations we
+/// name, as (architecture, implementation, chip).
+pub const CHIPS: &[(u32, u32, &str)] = &[
+    (0x170, 0x0, "GA100"),
+    (0x170, 0x2, "GA102"),
+    (0x190, 0x2, "AD102"),
+    (0x180, 0x0, "GH100"),
+    (0x1A0, 0x0, "GB100"),
+    (0x1A0, 0x2, "GB102"),
+    (0x1B0, 0x0, "GB200"),
+    (0x1B0, 0x2, "GB202"),
+    (0x1B0, 0x3, "GB203"),
+];
+
+/// The chip an architecture/implementation pair names.
+pub fn chip_name(architecture: u32, implementation: u32) -> Option<&'static str> {
+    CHIPS
+        .iter()
+        .find(|&&(a, i, _)| a == architecture && i == implementation)
+        .map(|&(_, _, n)| n)
+}
+
+/// `NVOS21_PARAMETERS`: allocate an object.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RmAlloc {
+    pub h_root: u32,
+    pub h_object_parent: u32,
+    /// In: 0 lets RM choose; out: the handle.
+    pub h_object_new: u32,
+    pub h_class: u32,
+    pub p_alloc_parms: u64,
+    pub params_size: u32,
+    pub status: u32,
+}
+
+/// `NVOS54_PARAMETERS`: run a control command on an object.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RmControl {
+    pub h_client: u32,
+    pub h_object: u32,
+    pub cmd: u32,
+    pub flags: u32,
+    pub params: u64,
+    /// Must equal the control's parameter size exactly.
+    pub params_size: u32,
+    pub status: u32,
+}
+
+/// `NVOS00_PARAMETERS`: free an object and everything below it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RmFree {
+    pub h_root: u32,
+    pub h_object_parent: u32,
+    pub h_object_old: u32,
+    pub status: u32,
+}
+
+/// `nv_pci_info_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PciInfo {
+    pub domain: u32,
+    pub bus: u8,
+    pub slot: u8,
+    pub function: u8,
+    pub vendor_id: u16,
+    pub device_id: u16,
+}
+
+/// `nv_ioctl_card_info_t`: one GPU the driver knows.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CardInfo {
+    pub valid: u8,
+    pub pci_info: PciInfo,
+    pub gpu_id: u32,
+    pub interrupt_line: u16,
+    pub reg_address: u64,
+    pub reg_size: u64,
+    pub fb_address: u64,
+    pub fb_size: u64,
+    /// N in /dev/nvidiaN.
+    pub minor_number: u32,
+    pub dev_name: [u8; 10],
+}
+
+/// Entries passed to CARD_INFO: it fails if there are more GPUs.
+pub const CARD_INFO_ENTRIES: usize = 64;
+
+/// `nv_ioctl_register_fd_t`: link a device fd to the ctl fd's client.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegisterFd {
+    pub ctl_fd: i32,
+}
+
+/// `NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct BuildVersionV2 {
+    pub driver_version: [u8; 256],
+    pub version: [u8; 256],
+    pub driver_branch: [u8; 256],
+    pub title: [u8; 256],
+    pub changelist: u32,
+    pub official_changelist: u32,
+}
+
+impl Default for BuildVersionV2 {
+    fn default() -> Self {
+        BuildVersionV2 {
+            driver_version: [0; 256],
+            version: [0; 256],
+            driver_branch: [0; 256],
+            title: [0; 256],
+            changelist: 0,
+            official_changelist: 0,
+        }
+    }
+}
+
+/// `NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GpuIdInfoV2 {
+    pub gpu_id: u32,
+    pub gpu_flags: u32,
+    /// Becomes the device's `deviceId`.
+    pub device_instance: u32,
+    pub sub_device_instance: u32,
+    pub sli_status: u32,
+    pub board_id: u32,
+    pub gpu_instance: u32,
+    pub numa_id: i32,
+}
+
+/// `NV0080_ALLOC_PARAMETERS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeviceAlloc {
+    pub device_id: u32,
+    pub h_client_share: u32,
+    pub h_target_client: u32,
+    pub h_target_device: u32,
+    pub flags: u32,
+    pub va_space_size: u64,
+    pub va_start_internal: u64,
+    pub va_limit_internal: u64,
+    pub va_mode: u32,
+}
+
+/// `NV2080_ALLOC_PARAMETERS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SubdeviceAlloc {
+    pub sub_device_id: u32,
+}
+
+/// `NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS` with the ASCII flag.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GpuNameString {
+    pub flags: u32,
+    pub name: [u8; 128],
+}
+
+impl Default for GpuNameString {
+    fn default() -> Self {
+        GpuNameString {
+            flags: 0,
+            name: [0; 128],
+        }
+    }
+}
+
+/// `NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArchInfo {
+    pub architecture: u32,
+    pub implementation: u32,
+    pub revision: u32,
+    pub sub_revision: u8,
+}
+
+/// `NVXXXX_CTRL_XXX_INFO`: one (index, data) query.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InfoEntry {
+    pub index: u32,
+    pub data: u32,
+}
+
+/// `NV2080_CTRL_FB_GET_INFO_V2_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FbInfoV2 {
+    pub count: u32,
+    pub entries: [InfoEntry; 128],
+}
+
+impl Default for FbInfoV2 {
+    fn default() -> Self {
+        FbInfoV2 {
+            count: 0,
+            entries: [InfoEntry::default(); 128],
+        }
+    }
+}
+
+/// A NUL-terminated byte string from a parameter structure.
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_words_match_the_reference_table() {
+        // reference/kernel-rm.md §1.2.
+        assert_eq!(request(escape::RM_ALLOC, 32), 0xC020_462B);
+        assert_eq!(request(escape::RM_CONTROL, 32), 0xC020_462A);
+        assert_eq!(request(escape::RM_FREE, 16), 0xC010_4629);
+        assert_eq!(request(escape::CARD_INFO, 72 * 64), 0xD200_46C8);
+        assert_eq!(request(escape::REGISTER_FD, 4), 0xC004_46C9);
+    }
+
+    #[test]
+    fn chips_are_named_by_architecture_and_implementation() {
+        assert_eq!(chip_name(0x180, 0), Some("GH100"));
+        assert_eq!(chip_name(0x1B0, 2), Some("GB202"));
+        assert_eq!(chip_name(0x180, 7), None);
+        assert_eq!(c_string(b"NVIDIA H200\0junk"), "NVIDIA H200");
+    }
+}

@@ -1,0 +1,270 @@
+//! Pins the kernel RM path's parameter structures, escapes, classes and
+//! controls to NVIDIA's headers (the oracle part copied into
+//! tests/data/rm580.json) or, where the oracle lacks a structure, to the
+//! reference's table for it.
+
+use macuda_hw::rm::{self, *};
+use serde_json::Value;
+use std::mem::{offset_of, size_of};
+
+fn data() -> Value {
+    serde_json::from_str(include_str!("data/rm580.json")).expect("rm580.json parses")
+}
+
+/// Check a structure's size and each (oracle field, our offset) pair.
+fn pin(entry: &Value, name: &str, size: usize, fields: &[(&str, usize)]) {
+    assert!(entry.is_object(), "{name} missing from the data");
+    assert_eq!(entry["size"].as_u64(), Some(size as u64), "{name} size");
+    for (field, ours) in fields {
+        assert_eq!(
+            entry["fields"][field].as_u64(),
+            Some(*ours as u64),
+            "{name}.{field}"
+        );
+    }
+}
+
+#[test]
+fn nvos_structures_match_the_reference() {
+    let d = data();
+    let r = &d["reference"];
+    pin(
+        &r["NVOS21_PARAMETERS"],
+        "NVOS21",
+        size_of::<RmAlloc>(),
+        &[
+            ("hRoot", offset_of!(RmAlloc, h_root)),
+            ("hObjectParent", offset_of!(RmAlloc, h_object_parent)),
+            ("hObjectNew", offset_of!(RmAlloc, h_object_new)),
+            ("hClass", offset_of!(RmAlloc, h_class)),
+            ("pAllocParms", offset_of!(RmAlloc, p_alloc_parms)),
+            ("paramsSize", offset_of!(RmAlloc, params_size)),
+            ("status", offset_of!(RmAlloc, status)),
+        ],
+    );
+    pin(
+        &r["NVOS54_PARAMETERS"],
+        "NVOS54",
+        size_of::<RmControl>(),
+        &[
+            ("hClient", offset_of!(RmControl, h_client)),
+            ("hObject", offset_of!(RmControl, h_object)),
+            ("cmd", offset_of!(RmControl, cmd)),
+            ("flags", offset_of!(RmControl, flags)),
+            ("params", offset_of!(RmControl, params)),
+            ("paramsSize", offset_of!(RmControl, params_size)),
+            ("status", offset_of!(RmControl, status)),
+        ],
+    );
+    pin(
+        &r["NVOS00_PARAMETERS"],
+        "NVOS00",
+        size_of::<RmFree>(),
+        &[
+            ("hRoot", offset_of!(RmFree, h_root)),
+            ("hObjectParent", offset_of!(RmFree, h_object_parent)),
+            ("hObjectOld", offset_of!(RmFree, h_object_old)),
+            ("status", offset_of!(RmFree, status)),
+        ],
+    );
+    pin(
+        &r["nv_pci_info_t"],
+        "nv_pci_info_t",
+        size_of::<PciInfo>(),
+        &[
+            ("domain", offset_of!(PciInfo, domain)),
+            ("bus", offset_of!(PciInfo, bus)),
+            ("slot", offset_of!(PciInfo, slot)),
+            ("function", offset_of!(PciInfo, function)),
+            ("vendor_id", offset_of!(PciInfo, vendor_id)),
+            ("device_id", offset_of!(PciInfo, device_id)),
+        ],
+    );
+}
+
+#[test]
+fn parameter_structures_match_the_oracle() {
+    let d = data();
+    let s = &d["structs"];
+    pin(
+        &s["struct_nv_ioctl_card_info"],
+        "card_info",
+        size_of::<CardInfo>(),
+        &[
+            ("valid", offset_of!(CardInfo, valid)),
+            ("pci_info", offset_of!(CardInfo, pci_info)),
+            ("gpu_id", offset_of!(CardInfo, gpu_id)),
+            ("interrupt_line", offset_of!(CardInfo, interrupt_line)),
+            ("reg_address", offset_of!(CardInfo, reg_address)),
+            ("reg_size", offset_of!(CardInfo, reg_size)),
+            ("fb_address", offset_of!(CardInfo, fb_address)),
+            ("fb_size", offset_of!(CardInfo, fb_size)),
+            ("minor_number", offset_of!(CardInfo, minor_number)),
+            ("dev_name", offset_of!(CardInfo, dev_name)),
+        ],
+    );
+    pin(
+        &s["struct_nv_ioctl_register_fd"],
+        "register_fd",
+        size_of::<RegisterFd>(),
+        &[("ctl_fd", offset_of!(RegisterFd, ctl_fd))],
+    );
+    pin(
+        &s["struct_NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS"],
+        "build_version_v2",
+        size_of::<BuildVersionV2>(),
+        &[
+            (
+                "driverVersionBuffer",
+                offset_of!(BuildVersionV2, driver_version),
+            ),
+            ("versionBuffer", offset_of!(BuildVersionV2, version)),
+            ("driverBranch", offset_of!(BuildVersionV2, driver_branch)),
+            ("titleBuffer", offset_of!(BuildVersionV2, title)),
+            ("changelistNumber", offset_of!(BuildVersionV2, changelist)),
+            (
+                "officialChangelistNumber",
+                offset_of!(BuildVersionV2, official_changelist),
+            ),
+        ],
+    );
+    pin(
+        &s["struct_NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS"],
+        "id_info_v2",
+        size_of::<GpuIdInfoV2>(),
+        &[
+            ("gpuId", offset_of!(GpuIdInfoV2, gpu_id)),
+            ("gpuFlags", offset_of!(GpuIdInfoV2, gpu_flags)),
+            ("deviceInstance", offset_of!(GpuIdInfoV2, device_instance)),
+            (
+                "subDeviceInstance",
+                offset_of!(GpuIdInfoV2, sub_device_instance),
+            ),
+            ("sliStatus", offset_of!(GpuIdInfoV2, sli_status)),
+            ("boardId", offset_of!(GpuIdInfoV2, board_id)),
+            ("gpuInstance", offset_of!(GpuIdInfoV2, gpu_instance)),
+            ("numaId", offset_of!(GpuIdInfoV2, numa_id)),
+        ],
+    );
+    pin(
+        &s["struct_NV0080_ALLOC_PARAMETERS"],
+        "device_alloc",
+        size_of::<DeviceAlloc>(),
+        &[
+            ("deviceId", offset_of!(DeviceAlloc, device_id)),
+            ("hClientShare", offset_of!(DeviceAlloc, h_client_share)),
+            ("hTargetClient", offset_of!(DeviceAlloc, h_target_client)),
+            ("hTargetDevice", offset_of!(DeviceAlloc, h_target_device)),
+            ("flags", offset_of!(DeviceAlloc, flags)),
+            ("vaSpaceSize", offset_of!(DeviceAlloc, va_space_size)),
+            (
+                "vaStartInternal",
+                offset_of!(DeviceAlloc, va_start_internal),
+            ),
+            (
+                "vaLimitInternal",
+                offset_of!(DeviceAlloc, va_limit_internal),
+            ),
+            ("vaMode", offset_of!(DeviceAlloc, va_mode)),
+        ],
+    );
+    pin(
+        &s["struct_NV2080_ALLOC_PARAMETERS"],
+        "subdevice_alloc",
+        size_of::<SubdeviceAlloc>(),
+        &[("subDeviceId", offset_of!(SubdeviceAlloc, sub_device_id))],
+    );
+    pin(
+        &s["struct_NV2080_CTRL_GPU_GET_NAME_STRING_PARAMS"],
+        "name_string",
+        size_of::<GpuNameString>(),
+        &[
+            ("gpuNameStringFlags", offset_of!(GpuNameString, flags)),
+            ("gpuNameString", offset_of!(GpuNameString, name)),
+        ],
+    );
+    pin(
+        &s["struct_NV2080_CTRL_MC_GET_ARCH_INFO_PARAMS"],
+        "arch_info",
+        size_of::<ArchInfo>(),
+        &[
+            ("architecture", offset_of!(ArchInfo, architecture)),
+            ("implementation", offset_of!(ArchInfo, implementation)),
+            ("revision", offset_of!(ArchInfo, revision)),
+            ("subRevision", offset_of!(ArchInfo, sub_revision)),
+        ],
+    );
+    pin(
+        &s["struct_NVXXXX_CTRL_XXX_INFO"],
+        "info_entry",
+        size_of::<InfoEntry>(),
+        &[
+            ("index", offset_of!(InfoEntry, index)),
+            ("data", offset_of!(InfoEntry, data)),
+        ],
+    );
+    pin(
+        &s["struct_NV2080_CTRL_FB_GET_INFO_V2_PARAMS"],
+        "fb_info_v2",
+        size_of::<FbInfoV2>(),
+        &[
+            ("fbInfoListSize", offset_of!(FbInfoV2, count)),
+            ("fbInfoList", offset_of!(FbInfoV2, entries)),
+        ],
+    );
+}
+
+#[test]
+fn numbers_match_the_oracle() {
+    let d = data();
+    let c = &d["constants"];
+    let pairs: &[(&str, u32)] = &[
+        ("NV_ESC_RM_ALLOC", escape::RM_ALLOC),
+        ("NV_ESC_RM_CONTROL", escape::RM_CONTROL),
+        ("NV_ESC_RM_FREE", escape::RM_FREE),
+        ("NV_ESC_CARD_INFO", escape::CARD_INFO),
+        ("NV_ESC_REGISTER_FD", escape::REGISTER_FD),
+        ("NV01_ROOT_CLIENT", rm::class::NV01_ROOT_CLIENT),
+        ("NV01_DEVICE_0", rm::class::NV01_DEVICE_0),
+        ("NV20_SUBDEVICE_0", rm::class::NV20_SUBDEVICE_0),
+        (
+            "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2",
+            control::SYSTEM_GET_BUILD_VERSION_V2,
+        ),
+        (
+            "NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2",
+            control::GPU_GET_ID_INFO_V2,
+        ),
+        (
+            "NV2080_CTRL_CMD_GPU_GET_NAME_STRING",
+            control::GPU_GET_NAME_STRING,
+        ),
+        ("NV2080_CTRL_CMD_FB_GET_INFO_V2", control::FB_GET_INFO_V2),
+        (
+            "NV2080_CTRL_CMD_MC_GET_ARCH_INFO",
+            control::MC_GET_ARCH_INFO,
+        ),
+        ("NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE", fb_info::RAM_SIZE),
+        (
+            "NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE",
+            fb_info::TOTAL_RAM_SIZE,
+        ),
+    ];
+    for (name, ours) in pairs {
+        assert_eq!(c[name].as_u64(), Some(u64::from(*ours)), "{name}");
+    }
+    // Every chip we name is the oracle's architecture and implementation.
+    for &(arch, imp, chip) in rm::CHIPS {
+        let family = match &chip[..2] {
+            "GA" => "GA100",
+            "AD" => "AD100",
+            "GH" => "GH100",
+            _ if chip.starts_with("GB1") => "GB100",
+            _ => "GB200",
+        };
+        let a = format!("NV2080_CTRL_MC_ARCH_INFO_ARCHITECTURE_{family}");
+        let i = format!("NV2080_CTRL_MC_ARCH_INFO_IMPLEMENTATION_{chip}");
+        assert_eq!(c[&a].as_u64(), Some(u64::from(arch)), "{a}");
+        assert_eq!(c[&i].as_u64(), Some(u64::from(imp)), "{i}");
+    }
+}
