@@ -279,6 +279,42 @@ fn demo(
     }
 }
 
+/// `info` through NVIDIA's kernel module: what RM says the GPU is.
+fn kernel_info(index: u32, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let identity = macuda_gsp::kernel::KernelRm::open(index).and_then(|rm| rm.identify());
+    match identity {
+        Ok(id) => {
+            let p = id.pci;
+            let _ = writeln!(
+                out,
+                "device:    kernel:{} via {} (NVIDIA kernel module {})",
+                id.index,
+                id.node.display(),
+                id.driver_version
+            );
+            let _ = writeln!(
+                out,
+                "pci:       {:04x}:{:02x}:{:02x}.{} id {:04x}:{:04x}",
+                p.domain, p.bus, p.slot, p.function, p.vendor_id, p.device_id
+            );
+            let _ = writeln!(out, "name:      {}", id.name);
+            let _ = writeln!(
+                out,
+                "chip:      {} (architecture {:#x}, implementation {:#x})",
+                id.chip.unwrap_or("unknown"),
+                id.architecture,
+                id.implementation
+            );
+            let _ = writeln!(out, "vram:      {} MiB", id.vram_bytes >> 20);
+            status::OK
+        }
+        Err(e) => {
+            print_error(err, &e);
+            status::FAILED
+        }
+    }
+}
+
 fn failed(e: HostError, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     print_error(err, &e);
     if let Some(p) = e.report() {
@@ -303,6 +339,16 @@ fn info(
     let (spec, notes) = device.resolve();
     for n in &notes {
         let _ = writeln!(out, "note: {n}");
+    }
+    if let DeviceSpec::Kernel { index } = spec {
+        if record.is_some() {
+            let _ = writeln!(
+                err,
+                "error: --record traces accesses to the card; through the kernel module there are none to trace"
+            );
+            return status::USAGE;
+        }
+        return kernel_info(index, out, err);
     }
     let opened = open_transport(&spec).and_then(|o| match &record {
         Some(path) => record_to(o, path),

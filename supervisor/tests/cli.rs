@@ -264,3 +264,30 @@ fn inspect_refuses_what_is_not_cuda_code() {
     assert_ne!(code, 0);
     assert!(err.contains("macuda: error"), "{err}");
 }
+
+#[test]
+fn info_through_the_kernel_module_identifies_the_gpu_or_names_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(macuda(dir.path()).args(["--device", "kernel", "info"]));
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("NVIDIA kernel module 580."), "{out}");
+        assert!(out.contains("chip:") && out.contains("vram:"), "{out}");
+    } else {
+        assert_eq!(code, 1, "{out}");
+        assert!(err.contains("cannot open /dev/nvidiactl"), "{err}");
+    }
+    let trace = dir.path().join("k.trace");
+    let (code, _, err) = run(macuda(dir.path()).args([
+        "--device",
+        "kernel",
+        "--record",
+        trace.to_str().unwrap(),
+        "info",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("nothing to trace") || err.contains("none to trace"),
+        "{err}"
+    );
+}

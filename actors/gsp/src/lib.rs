@@ -8,6 +8,7 @@
 
 mod actor;
 mod error;
+pub mod kernel;
 mod objects;
 
 pub use actor::{spawn, DeviceInfo, GspHandle, GspRequest, GspService, GspStats, RmBackend};

@@ -1,0 +1,331 @@
+//! RM through NVIDIA's kernel module: the client, device and subdevice
+//! objects allocated with the module's ioctls on /dev/nvidiactl and
+//! /dev/nvidiaN, and the controls that say what the GPU is. No libcuda is
+//! involved; the parameter structures are ours (macuda_hw::rm), pinned to
+//! the 580 headers.
+//!
+//! An ioctl returns 0 whenever the request reached RM, even if RM refused
+//! it: the RM status in the structure is the real answer, so every call
+//! checks both.
+
+use macuda_hw::rm::{
+    self, class, control, escape, fb_info, ArchInfo, BuildVersionV2, CardInfo, DeviceAlloc,
+    FbInfoV2, GpuIdInfoV2, GpuNameString, PciInfo, RegisterFd, RmAlloc, RmControl, RmFree,
+    SubdeviceAlloc, CARD_INFO_ENTRIES,
+};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The control node every client lives on.
+pub const CTL_NODE: &str = "/dev/nvidiactl";
+/// The driver major version whose structures we declare.
+pub const DRIVER_MAJOR: u32 = 580;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KernelRmError {
+    #[error("cannot open {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("ioctl {what} failed")]
+    Ioctl {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("RM refused {what}: status {status:#x}")]
+    Status { what: &'static str, status: u32 },
+    #[error("no GPU {index}: the kernel module lists {found}")]
+    NoGpu { index: u32, found: usize },
+    #[error("the kernel module is {found}; these structures are declared for {DRIVER_MAJOR}")]
+    DriverVersion { found: String },
+}
+
+/// What the kernel module says the GPU is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelIdentity {
+    pub index: u32,
+    pub node: PathBuf,
+    pub pci: PciInfo,
+    pub gpu_id: u32,
+    pub driver_version: String,
+    pub name: String,
+    pub architecture: u32,
+    pub implementation: u32,
+    pub chip: Option<&'static str>,
+    /// Video memory clients can use.
+    pub vram_bytes: u64,
+}
+
+/// An open RM client with its device and subdevice on one GPU; freed
+/// (everything under the client) when dropped.
+pub struct KernelRm {
+    ctl: File,
+    /// Kept open: it pins the GPU and links to the ctl fd's client.
+    _device_node: File,
+    node: PathBuf,
+    index: u32,
+    card: CardInfo,
+    driver_version: String,
+    client: u32,
+    device: u32,
+    subdevice: u32,
+}
+
+fn open_node(path: &Path) -> Result<File, KernelRmError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| KernelRmError::Open {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// One escape: `params` is the exact structure the escape takes.
+fn escape_call<T>(
+    file: &File,
+    nr: u32,
+    params: &mut [T],
+    what: &'static str,
+) -> Result<(), KernelRmError> {
+    let request = rm::request(nr, std::mem::size_of_val(params));
+    // SAFETY: `params` is a live, exclusively borrowed buffer of exactly the
+    // size the request word names; the driver copies that many bytes in and
+    // out and keeps no pointer to it after the call.
+    let r = unsafe {
+        nix::libc::ioctl(
+            file.as_raw_fd(),
+            request as nix::libc::c_ulong,
+            params.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        return Err(KernelRmError::Ioctl {
+            what,
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+fn check(status: u32, what: &'static str) -> Result<(), KernelRmError> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(KernelRmError::Status { what, status })
+    }
+}
+
+/// The GPUs the kernel module lists, in its order.
+///
+/// # Errors
+/// The control node cannot be opened or the escape fails.
+pub fn cards() -> Result<Vec<CardInfo>, KernelRmError> {
+    let ctl = open_node(Path::new(CTL_NODE))?;
+    list_cards(&ctl)
+}
+
+fn list_cards(ctl: &File) -> Result<Vec<CardInfo>, KernelRmError> {
+    let mut all = [CardInfo::default(); CARD_INFO_ENTRIES];
+    escape_call(ctl, escape::CARD_INFO, &mut all, "CARD_INFO")?;
+    Ok(all.into_iter().filter(|c| c.valid != 0).collect())
+}
+
+impl KernelRm {
+    /// Open GPU `index` (the module's order): client, device, subdevice.
+    ///
+    /// # Errors
+    /// No such GPU, a driver other than 580, or any RM refusal.
+    pub fn open(index: u32) -> Result<KernelRm, KernelRmError> {
+        let ctl = open_node(Path::new(CTL_NODE))?;
+        let cards = list_cards(&ctl)?;
+        let card = *cards.get(index as usize).ok_or(KernelRmError::NoGpu {
+            index,
+            found: cards.len(),
+        })?;
+        let client = alloc_raw(&ctl, 0, 0, class::NV01_ROOT_CLIENT, None::<&mut ()>)?;
+        let mut build = BuildVersionV2::default();
+        control_raw(
+            &ctl,
+            client,
+            client,
+            control::SYSTEM_GET_BUILD_VERSION_V2,
+            &mut build,
+        )?;
+        let driver_version = rm::c_string(&build.driver_version);
+        let major = driver_version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse::<u32>().ok());
+        if major != Some(DRIVER_MAJOR) {
+            // Closing the control node frees the client.
+            return Err(KernelRmError::DriverVersion {
+                found: driver_version,
+            });
+        }
+        // The device node pins the GPU; link it to our client before any
+        // control names it.
+        let node = PathBuf::from(format!("/dev/nvidia{}", card.minor_number));
+        let device_node = open_node(&node)?;
+        let mut link = [RegisterFd {
+            ctl_fd: ctl.as_raw_fd(),
+        }];
+        escape_call(&device_node, escape::REGISTER_FD, &mut link, "REGISTER_FD")?;
+        let mut rm = KernelRm {
+            ctl,
+            _device_node: device_node,
+            node,
+            index,
+            card,
+            driver_version,
+            client,
+            device: 0,
+            subdevice: 0,
+        };
+        let mut id = GpuIdInfoV2 {
+            gpu_id: card.gpu_id,
+            ..GpuIdInfoV2::default()
+        };
+        rm.control(client, control::GPU_GET_ID_INFO_V2, &mut id)?;
+        let mut dev = DeviceAlloc {
+            device_id: id.device_instance,
+            h_client_share: client,
+            ..DeviceAlloc::default()
+        };
+        rm.device = rm.alloc(client, class::NV01_DEVICE_0, Some(&mut dev))?;
+        let mut sub = SubdeviceAlloc::default();
+        rm.subdevice = rm.alloc(rm.device, class::NV20_SUBDEVICE_0, Some(&mut sub))?;
+        Ok(rm)
+    }
+
+    /// Allocate an object of `class` under `parent`; returns its handle.
+    ///
+    /// # Errors
+    /// The ioctl fails or RM refuses.
+    pub fn alloc<P>(
+        &self,
+        parent: u32,
+        class: u32,
+        params: Option<&mut P>,
+    ) -> Result<u32, KernelRmError> {
+        alloc_raw(&self.ctl, self.client, parent, class, params)
+    }
+
+    /// Run control `cmd` on `object` with its parameter structure.
+    ///
+    /// # Errors
+    /// The ioctl fails or RM refuses.
+    pub fn control<P>(&self, object: u32, cmd: u32, params: &mut P) -> Result<(), KernelRmError> {
+        control_raw(&self.ctl, self.client, object, cmd, params)
+    }
+
+    /// Free `object` and everything under it.
+    ///
+    /// # Errors
+    /// The ioctl fails or RM refuses.
+    pub fn free(&self, parent: u32, object: u32) -> Result<(), KernelRmError> {
+        let mut f = [RmFree {
+            h_root: self.client,
+            h_object_parent: parent,
+            h_object_old: object,
+            status: 0,
+        }];
+        escape_call(&self.ctl, escape::RM_FREE, &mut f, "RM_FREE")?;
+        check(f[0].status, "a free")
+    }
+
+    /// What the GPU is: name, chip, video memory, driver.
+    ///
+    /// # Errors
+    /// Any control RM refuses.
+    pub fn identify(&self) -> Result<KernelIdentity, KernelRmError> {
+        let mut name = GpuNameString::default();
+        self.control(self.subdevice, control::GPU_GET_NAME_STRING, &mut name)?;
+        let mut arch = ArchInfo::default();
+        self.control(self.subdevice, control::MC_GET_ARCH_INFO, &mut arch)?;
+        let mut fb = FbInfoV2 {
+            count: 1,
+            ..FbInfoV2::default()
+        };
+        fb.entries[0].index = fb_info::RAM_SIZE;
+        self.control(self.subdevice, control::FB_GET_INFO_V2, &mut fb)?;
+        Ok(KernelIdentity {
+            index: self.index,
+            node: self.node.clone(),
+            pci: self.card.pci_info,
+            gpu_id: self.card.gpu_id,
+            driver_version: self.driver_version.clone(),
+            name: rm::c_string(&name.name),
+            architecture: arch.architecture,
+            implementation: arch.implementation,
+            chip: rm::chip_name(arch.architecture, arch.implementation),
+            vram_bytes: u64::from(fb.entries[0].data) << 10,
+        })
+    }
+}
+
+fn control_raw<P>(
+    ctl: &File,
+    client: u32,
+    object: u32,
+    cmd: u32,
+    params: &mut P,
+) -> Result<(), KernelRmError> {
+    let mut c = [RmControl {
+        h_client: client,
+        h_object: object,
+        cmd,
+        flags: 0,
+        params: std::ptr::from_mut(params) as u64,
+        // CAST: parameter structures are a few KiB at most.
+        params_size: std::mem::size_of::<P>() as u32,
+        status: 0,
+    }];
+    escape_call(ctl, escape::RM_CONTROL, &mut c, "RM_CONTROL")?;
+    check(c[0].status, "a control")
+}
+
+fn alloc_raw<P>(
+    ctl: &File,
+    client: u32,
+    parent: u32,
+    class: u32,
+    params: Option<&mut P>,
+) -> Result<u32, KernelRmError> {
+    let (ptr, size) = match params {
+        // CAST: allocation parameters are at most a few hundred bytes.
+        Some(p) => (
+            std::ptr::from_mut(p) as u64,
+            std::mem::size_of::<P>() as u32,
+        ),
+        None => (0, 0),
+    };
+    let mut a = [RmAlloc {
+        h_root: client,
+        h_object_parent: parent,
+        h_object_new: 0,
+        h_class: class,
+        p_alloc_parms: ptr,
+        params_size: size,
+        status: 0,
+    }];
+    escape_call(ctl, escape::RM_ALLOC, &mut a, "RM_ALLOC")?;
+    check(a[0].status, "an allocation")?;
+    Ok(a[0].h_object_new)
+}
+
+impl Drop for KernelRm {
+    fn drop(&mut self) {
+        // Freeing the client frees the device, subdevice and all below.
+        if let Err(e) = self.free(0, self.client) {
+            tracing::warn!(error = %e, "freeing the RM client failed");
+        }
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Build what the device checks run (x86_64 Linux, same as the device
+# machine) into target/device, so it can be carried there.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=target/device
+mkdir -p "$out"
+cargo build --release -p macuda-supervisor --bin macuda
+cp "${CARGO_TARGET_DIR:-target}/release/macuda" "$out/"
+# The test binaries that need a GPU, by name.
+for t in kernel_rm; do
+  cargo test --release -p macuda-tests --test "$t" --no-run --message-format=json \
+    | python3 -c '
+import json, sys
+name = sys.argv[1]
+for line in sys.stdin:
+    m = json.loads(line)
+    t = m.get("target", {})
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+            and t.get("name") == name and "test" in t.get("kind", []):
+        print(m["executable"])
+' "$t" | xargs -I{} cp {} "$out/$t"
+done
+# Debug info would not fit what travels to the device machine.
+strip "$out"/*
+ls -l "$out"
