@@ -16,12 +16,14 @@ step() {
   local name=$1
   shift
   echo "== $name" | tee -a "$log"
-  if "$@" >>"$log" 2>&1; then
+  "$@" >>"$log" 2>&1
+  local rc=$?
+  if [ "$rc" -eq 0 ]; then
     pass=$((pass + 1))
     echo "   ok" | tee -a "$log"
   else
     fail=$((fail + 1))
-    echo "   FAILED (rc=$?)" | tee -a "$log"
+    echo "   FAILED (rc=$rc)" | tee -a "$log"
   fi
 }
 step "reference: nvidia-smi" nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv

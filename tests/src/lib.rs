@@ -3,6 +3,7 @@
 //! own record.
 
 pub mod engines;
+pub mod fake_rm;
 pub mod fake_tinygpu;
 
 use macuda_pci::{CardEvent, NullCard, NullOpener, NullProfile, Opener};

@@ -1,7 +1,11 @@
-//! The kernel-module RM path on a real GPU (needs NVIDIA's kernel module;
-//! skipped with the reason printed where /dev/nvidiactl is absent).
+//! The kernel-module RM path: on a real GPU (needs NVIDIA's kernel module;
+//! skipped with the reason printed where /dev/nvidiactl is absent), and
+//! against the fake of the ioctl layer, which runs everywhere.
 
-use macuda_gsp::kernel::{cards, KernelRm, CTL_NODE, DRIVER_MAJOR};
+use macuda_gsp::kernel::KernelRmError;
+use macuda_gsp::kernel::{cards, DeviceFiles, KernelRm, CTL_NODE, DRIVER_MAJOR};
+use macuda_hw::rm::{class, control};
+use macuda_tests::fake_rm::{FakeModule, FakeRm, MISSING_PARENT, NOT_SUPPORTED, WRONG_PARAMS_SIZE};
 
 fn gpu_present() -> bool {
     if std::path::Path::new(CTL_NODE).exists() {
@@ -17,9 +21,9 @@ fn opens_a_client_device_and_subdevice_and_identifies_the_gpu() {
     if !gpu_present() {
         return;
     }
-    let listed = cards().unwrap();
+    let listed = cards(&DeviceFiles).unwrap();
     assert!(!listed.is_empty(), "the module lists no GPU");
-    let rm = KernelRm::open(0).unwrap();
+    let rm = KernelRm::open(&DeviceFiles, 0).unwrap();
     let id = rm.identify().unwrap();
     eprintln!("{id:?}");
     assert!(id.driver_version.starts_with(&format!("{DRIVER_MAJOR}.")));
@@ -32,10 +36,167 @@ fn opens_a_client_device_and_subdevice_and_identifies_the_gpu() {
     );
     assert!(!id.name.is_empty());
     assert!(id.vram_bytes > 1 << 30, "{} bytes of VRAM", id.vram_bytes);
+    // The rules the fake holds, checked against the real module: a control
+    // with the wrong parameter size, and an object under a missing parent.
+    let mut short = [0u8; 12];
+    let err = rm
+        .control(rm.subdevice(), control::MC_GET_ARCH_INFO, &mut short)
+        .unwrap_err();
+    eprintln!("real module, short control parameters: {err:?}");
+    assert!(
+        matches!(
+            err,
+            KernelRmError::Status {
+                status: WRONG_PARAMS_SIZE,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = rm
+        .alloc(0xDEAD, class::NV20_SUBDEVICE_0, None::<&mut ()>)
+        .unwrap_err();
+    eprintln!("real module, missing parent: {err:?}");
+    assert!(
+        matches!(
+            err,
+            KernelRmError::Status {
+                status: MISSING_PARENT,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     // A GPU index past the list is a typed error.
     let past = u32::try_from(listed.len()).unwrap();
     assert!(matches!(
-        KernelRm::open(past),
+        KernelRm::open(&DeviceFiles, past),
         Err(macuda_gsp::kernel::KernelRmError::NoGpu { .. })
     ));
+}
+
+// Against the fake of the ioctl layer: run everywhere, CI included.
+
+#[test]
+fn against_the_fake_module_the_tree_is_built_and_freed_whole() {
+    let fake = FakeRm::new(FakeModule::h200());
+    {
+        let rm = KernelRm::open(&fake, 0).unwrap();
+        let id = rm.identify().unwrap();
+        assert_eq!(id.name, "NVIDIA H200");
+        assert_eq!(id.chip, Some("GH100"));
+        assert_eq!(id.vram_bytes, 143_771 << 20);
+        assert_eq!(id.driver_version, "580.159.04");
+        let m = fake.0.lock();
+        let classes: Vec<u32> = m.objects.values().map(|(_, c)| *c).collect();
+        assert_eq!(
+            classes,
+            vec![
+                class::NV01_ROOT_CLIENT,
+                class::NV01_DEVICE_0,
+                class::NV20_SUBDEVICE_0
+            ]
+        );
+        assert_eq!(m.registered.len(), 1, "the device node was linked");
+    }
+    assert!(
+        fake.0.lock().objects.is_empty(),
+        "dropping frees the client and all below"
+    );
+}
+
+#[test]
+fn against_the_fake_module_refusals_are_typed_and_leave_nothing_behind() {
+    // RM refuses the device: the status comes back, the client is freed.
+    let mut m = FakeModule::h200();
+    m.refuse = Some((class::NV01_DEVICE_0, NOT_SUPPORTED));
+    let fake = FakeRm::new(m);
+    let err = KernelRm::open(&fake, 0).err().expect("refused");
+    assert!(
+        matches!(
+            err,
+            KernelRmError::Status {
+                status: NOT_SUPPORTED,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(fake.0.lock().clients().is_empty(), "client freed");
+
+    // A control RM refuses during identify.
+    let mut m = FakeModule::h200();
+    m.refuse = Some((control::MC_GET_ARCH_INFO, NOT_SUPPORTED));
+    let fake = FakeRm::new(m);
+    let rm = KernelRm::open(&fake, 0).unwrap();
+    assert!(matches!(
+        rm.identify(),
+        Err(KernelRmError::Status {
+            status: NOT_SUPPORTED,
+            ..
+        })
+    ));
+
+    // Another driver major: refused by name.
+    let mut m = FakeModule::h200();
+    m.driver_version = "570.86.16".into();
+    let err = KernelRm::open(&FakeRm::new(m), 0).err().unwrap();
+    assert!(err.to_string().contains("570.86.16"), "{err}");
+
+    // An ioctl that fails outright names the escape.
+    let mut m = FakeModule::h200();
+    m.fail = Some((macuda_hw::rm::escape::REGISTER_FD, nix::libc::EBUSY));
+    let err = KernelRm::open(&FakeRm::new(m), 0).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            KernelRmError::Ioctl {
+                what: "REGISTER_FD",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    // No such GPU.
+    let err = KernelRm::open(&FakeRm::new(FakeModule::h200()), 1)
+        .err()
+        .unwrap();
+    assert!(matches!(err, KernelRmError::NoGpu { index: 1, found: 1 }));
+}
+
+#[test]
+fn the_fake_module_holds_the_rules_the_real_one_does() {
+    // So the tests above cannot pass by a lenient fake: a control with the
+    // wrong parameter size and an object under a missing parent are refused.
+    let fake = FakeRm::new(FakeModule::h200());
+    let rm = KernelRm::open(&fake, 0).unwrap();
+    let mut short = [0u8; 12];
+    let err = rm
+        .control(rm.subdevice(), control::MC_GET_ARCH_INFO, &mut short)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            KernelRmError::Status {
+                status: WRONG_PARAMS_SIZE,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = rm
+        .alloc(0xDEAD, class::NV20_SUBDEVICE_0, None::<&mut ()>)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            KernelRmError::Status {
+                status: MISSING_PARENT,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(fake.0.lock().objects.len(), 3, "nothing was added");
 }

@@ -18,6 +18,61 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// One open node of the kernel module (/dev/nvidiactl or /dev/nvidiaN).
+pub trait RmNode: Send + Sync {
+    /// The number naming this node to the driver (its fd), for REGISTER_FD.
+    fn fd(&self) -> i32;
+    /// Issue escape `nr` over `size` bytes at `params`.
+    ///
+    /// # Safety
+    /// `params` points to `size` live, writable bytes, and every pointer
+    /// inside them points to live memory of this process, for the
+    /// duration of the call.
+    unsafe fn escape(&self, nr: u32, params: *mut u8, size: usize) -> std::io::Result<()>;
+}
+
+/// Opens nodes: the device files on a real machine, a fake in tests.
+pub trait RmDriver: Send + Sync {
+    /// # Errors
+    /// The node cannot be opened.
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn RmNode>>;
+}
+
+/// The kernel module's device files.
+pub struct DeviceFiles;
+
+impl RmDriver for DeviceFiles {
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn RmNode>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(nix::libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Box::new(DeviceFile(file)))
+    }
+}
+
+struct DeviceFile(File);
+
+impl RmNode for DeviceFile {
+    fn fd(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+
+    unsafe fn escape(&self, nr: u32, params: *mut u8, size: usize) -> std::io::Result<()> {
+        let request = rm::request(nr, size);
+        // SAFETY: the caller guarantees `params` holds `size` live bytes; the
+        // driver copies exactly the size the request word names in and out
+        // and keeps no pointer after the call.
+        let r =
+            unsafe { nix::libc::ioctl(self.0.as_raw_fd(), request as nix::libc::c_ulong, params) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 /// The control node every client lives on.
 pub const CTL_NODE: &str = "/dev/nvidiactl";
 /// The driver major version whose structures we declare.
@@ -37,7 +92,7 @@ pub enum KernelRmError {
         #[source]
         source: std::io::Error,
     },
-    #[error("RM refused {what}: status {status:#x}")]
+    #[error("RM refused {what}: status {status:#x} ({})", rm::status::name(*.status))]
     Status { what: &'static str, status: u32 },
     #[error("no GPU {index}: the kernel module lists {found}")]
     NoGpu { index: u32, found: usize },
@@ -64,9 +119,9 @@ pub struct KernelIdentity {
 /// An open RM client with its device and subdevice on one GPU; freed
 /// (everything under the client) when dropped.
 pub struct KernelRm {
-    ctl: File,
+    ctl: Box<dyn RmNode>,
     /// Kept open: it pins the GPU and links to the ctl fd's client.
-    _device_node: File,
+    _device_node: Box<dyn RmNode>,
     node: PathBuf,
     index: u32,
     card: CardInfo,
@@ -76,43 +131,26 @@ pub struct KernelRm {
     subdevice: u32,
 }
 
-fn open_node(path: &Path) -> Result<File, KernelRmError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(nix::libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| KernelRmError::Open {
-            path: path.to_path_buf(),
-            source,
-        })
+fn open_node(driver: &dyn RmDriver, path: &Path) -> Result<Box<dyn RmNode>, KernelRmError> {
+    driver.open(path).map_err(|source| KernelRmError::Open {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// One escape: `params` is the exact structure the escape takes.
 fn escape_call<T>(
-    file: &File,
+    node: &dyn RmNode,
     nr: u32,
     params: &mut [T],
     what: &'static str,
 ) -> Result<(), KernelRmError> {
-    let request = rm::request(nr, std::mem::size_of_val(params));
-    // SAFETY: `params` is a live, exclusively borrowed buffer of exactly the
-    // size the request word names; the driver copies that many bytes in and
-    // out and keeps no pointer to it after the call.
-    let r = unsafe {
-        nix::libc::ioctl(
-            file.as_raw_fd(),
-            request as nix::libc::c_ulong,
-            params.as_mut_ptr(),
-        )
-    };
-    if r < 0 {
-        return Err(KernelRmError::Ioctl {
-            what,
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
+    let size = std::mem::size_of_val(params);
+    // SAFETY: `params` is an exclusive borrow of `size` bytes, live for the
+    // call; the pointers inside it were made from borrows the callers hold
+    // across this call.
+    unsafe { node.escape(nr, params.as_mut_ptr().cast(), size) }
+        .map_err(|source| KernelRmError::Ioctl { what, source })
 }
 
 fn check(status: u32, what: &'static str) -> Result<(), KernelRmError> {
@@ -127,12 +165,12 @@ fn check(status: u32, what: &'static str) -> Result<(), KernelRmError> {
 ///
 /// # Errors
 /// The control node cannot be opened or the escape fails.
-pub fn cards() -> Result<Vec<CardInfo>, KernelRmError> {
-    let ctl = open_node(Path::new(CTL_NODE))?;
-    list_cards(&ctl)
+pub fn cards(driver: &dyn RmDriver) -> Result<Vec<CardInfo>, KernelRmError> {
+    let ctl = open_node(driver, Path::new(CTL_NODE))?;
+    list_cards(ctl.as_ref())
 }
 
-fn list_cards(ctl: &File) -> Result<Vec<CardInfo>, KernelRmError> {
+fn list_cards(ctl: &dyn RmNode) -> Result<Vec<CardInfo>, KernelRmError> {
     let mut all = [CardInfo::default(); CARD_INFO_ENTRIES];
     escape_call(ctl, escape::CARD_INFO, &mut all, "CARD_INFO")?;
     Ok(all.into_iter().filter(|c| c.valid != 0).collect())
@@ -143,17 +181,17 @@ impl KernelRm {
     ///
     /// # Errors
     /// No such GPU, a driver other than 580, or any RM refusal.
-    pub fn open(index: u32) -> Result<KernelRm, KernelRmError> {
-        let ctl = open_node(Path::new(CTL_NODE))?;
-        let cards = list_cards(&ctl)?;
+    pub fn open(driver: &dyn RmDriver, index: u32) -> Result<KernelRm, KernelRmError> {
+        let ctl = open_node(driver, Path::new(CTL_NODE))?;
+        let cards = list_cards(ctl.as_ref())?;
         let card = *cards.get(index as usize).ok_or(KernelRmError::NoGpu {
             index,
             found: cards.len(),
         })?;
-        let client = alloc_raw(&ctl, 0, 0, class::NV01_ROOT_CLIENT, None::<&mut ()>)?;
+        let client = alloc_raw(ctl.as_ref(), 0, 0, class::NV01_ROOT_CLIENT, None::<&mut ()>)?;
         let mut build = BuildVersionV2::default();
         control_raw(
-            &ctl,
+            ctl.as_ref(),
             client,
             client,
             control::SYSTEM_GET_BUILD_VERSION_V2,
@@ -173,11 +211,14 @@ impl KernelRm {
         // The device node pins the GPU; link it to our client before any
         // control names it.
         let node = PathBuf::from(format!("/dev/nvidia{}", card.minor_number));
-        let device_node = open_node(&node)?;
-        let mut link = [RegisterFd {
-            ctl_fd: ctl.as_raw_fd(),
-        }];
-        escape_call(&device_node, escape::REGISTER_FD, &mut link, "REGISTER_FD")?;
+        let device_node = open_node(driver, &node)?;
+        let mut link = [RegisterFd { ctl_fd: ctl.fd() }];
+        escape_call(
+            device_node.as_ref(),
+            escape::REGISTER_FD,
+            &mut link,
+            "REGISTER_FD",
+        )?;
         let mut rm = KernelRm {
             ctl,
             _device_node: device_node,
@@ -205,6 +246,18 @@ impl KernelRm {
         Ok(rm)
     }
 
+    pub fn client(&self) -> u32 {
+        self.client
+    }
+
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    pub fn subdevice(&self) -> u32 {
+        self.subdevice
+    }
+
     /// Allocate an object of `class` under `parent`; returns its handle.
     ///
     /// # Errors
@@ -215,7 +268,7 @@ impl KernelRm {
         class: u32,
         params: Option<&mut P>,
     ) -> Result<u32, KernelRmError> {
-        alloc_raw(&self.ctl, self.client, parent, class, params)
+        alloc_raw(self.ctl.as_ref(), self.client, parent, class, params)
     }
 
     /// Run control `cmd` on `object` with its parameter structure.
@@ -223,7 +276,7 @@ impl KernelRm {
     /// # Errors
     /// The ioctl fails or RM refuses.
     pub fn control<P>(&self, object: u32, cmd: u32, params: &mut P) -> Result<(), KernelRmError> {
-        control_raw(&self.ctl, self.client, object, cmd, params)
+        control_raw(self.ctl.as_ref(), self.client, object, cmd, params)
     }
 
     /// Free `object` and everything under it.
@@ -237,7 +290,7 @@ impl KernelRm {
             h_object_old: object,
             status: 0,
         }];
-        escape_call(&self.ctl, escape::RM_FREE, &mut f, "RM_FREE")?;
+        escape_call(self.ctl.as_ref(), escape::RM_FREE, &mut f, "RM_FREE")?;
         check(f[0].status, "a free")
     }
 
@@ -272,7 +325,7 @@ impl KernelRm {
 }
 
 fn control_raw<P>(
-    ctl: &File,
+    ctl: &dyn RmNode,
     client: u32,
     object: u32,
     cmd: u32,
@@ -293,7 +346,7 @@ fn control_raw<P>(
 }
 
 fn alloc_raw<P>(
-    ctl: &File,
+    ctl: &dyn RmNode,
     client: u32,
     parent: u32,
     class: u32,

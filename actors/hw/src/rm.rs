@@ -45,6 +45,43 @@ pub mod control {
     pub const MC_GET_ARCH_INFO: u32 = 0x2080_1701;
 }
 
+/// `NV_STATUS` codes RM answers with, and their names.
+pub mod status {
+    pub const IN_USE: u32 = 0x17;
+    pub const INSUFFICIENT_PERMISSIONS: u32 = 0x1B;
+    pub const INVALID_ARGUMENT: u32 = 0x1F;
+    pub const INVALID_CLASS: u32 = 0x22;
+    pub const INVALID_CLIENT: u32 = 0x23;
+    pub const INVALID_OBJECT_HANDLE: u32 = 0x33;
+    pub const INVALID_OBJECT_PARENT: u32 = 0x36;
+    pub const INVALID_PARAM_STRUCT: u32 = 0x3A;
+    pub const NO_MEMORY: u32 = 0x51;
+    pub const NOT_SUPPORTED: u32 = 0x56;
+    pub const OBJECT_NOT_FOUND: u32 = 0x57;
+
+    pub const NAMES: &[(u32, &str)] = &[
+        (IN_USE, "NV_ERR_IN_USE"),
+        (INSUFFICIENT_PERMISSIONS, "NV_ERR_INSUFFICIENT_PERMISSIONS"),
+        (INVALID_ARGUMENT, "NV_ERR_INVALID_ARGUMENT"),
+        (INVALID_CLASS, "NV_ERR_INVALID_CLASS"),
+        (INVALID_CLIENT, "NV_ERR_INVALID_CLIENT"),
+        (INVALID_OBJECT_HANDLE, "NV_ERR_INVALID_OBJECT_HANDLE"),
+        (INVALID_OBJECT_PARENT, "NV_ERR_INVALID_OBJECT_PARENT"),
+        (INVALID_PARAM_STRUCT, "NV_ERR_INVALID_PARAM_STRUCT"),
+        (NO_MEMORY, "NV_ERR_NO_MEMORY"),
+        (NOT_SUPPORTED, "NV_ERR_NOT_SUPPORTED"),
+        (OBJECT_NOT_FOUND, "NV_ERR_OBJECT_NOT_FOUND"),
+    ];
+
+    /// The status's name, where we know it.
+    pub fn name(status: u32) -> &'static str {
+        NAMES
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or("an NV_STATUS we do not name", |(_, n)| n)
+    }
+}
+
 /// `NV2080_CTRL_FB_INFO_INDEX_*`: what an FB info entry asks for.
 pub mod fb_info {
     /// Video memory usable by clients, in KiB.

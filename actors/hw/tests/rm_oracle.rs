@@ -253,6 +253,9 @@ fn numbers_match_the_oracle() {
     for (name, ours) in pairs {
         assert_eq!(c[name].as_u64(), Some(u64::from(*ours)), "{name}");
     }
+    for (value, name) in rm::status::NAMES {
+        assert_eq!(c[name].as_u64(), Some(u64::from(*value)), "{name}");
+    }
     // Every chip we name is the oracle's architecture and implementation.
     for &(arch, imp, chip) in rm::CHIPS {
         let family = match &chip[..2] {
