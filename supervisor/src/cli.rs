@@ -281,8 +281,11 @@ fn demo(
 
 /// `info` through NVIDIA's kernel module: what RM says the GPU is.
 fn kernel_info(index: u32, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let identity = macuda_gsp::kernel::KernelRm::open(&macuda_gsp::kernel::DeviceFiles, index)
-        .and_then(|rm| rm.identify());
+    let identity = macuda_gsp::kernel::KernelRm::open(
+        std::sync::Arc::new(macuda_gsp::kernel::DeviceFiles),
+        index,
+    )
+    .and_then(|rm| rm.identify());
     match identity {
         Ok(id) => {
             let p = id.pci;

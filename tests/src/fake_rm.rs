@@ -6,17 +6,17 @@
 //! device node), keeps the object tree, and can be told to refuse a class
 //! or control with an RM status, or fail an escape with an errno.
 
-use macuda_gsp::kernel::{RmDriver, RmNode, CTL_NODE};
+use macuda_gsp::kernel::{RmDriver, RmMapping, RmNode, CTL_NODE};
 use macuda_hw::rm::{
-    class, control, escape, fb_info, ArchInfo, BuildVersionV2, CardInfo, GpuIdInfoV2,
-    GpuNameString, PciInfo, RegisterFd, RmAlloc, RmControl, RmFree, CARD_INFO_ENTRIES,
+    class, control, escape, fb_info, ArchInfo, BuildVersionV2, CardInfo, ClassListV2, GpuIdInfoV2,
+    GpuNameString, MapMemory, PciInfo, RegisterFd, RmAlloc, RmControl, RmFree, CARD_INFO_ENTRIES,
 };
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use macuda_hw::rm::status::{INVALID_ARGUMENT, NOT_SUPPORTED, OBJECT_NOT_FOUND};
+pub use macuda_hw::rm::status::{INVALID_ARGUMENT, NOT_SUPPORTED, OBJECT_NOT_FOUND, STATE_IN_USE};
 
 /// What the real module (580.159.04, on the H200) answers a control whose
 /// parameter size is wrong: `NV_ERR_INVALID_ARGUMENT`, not the
@@ -43,6 +43,10 @@ pub struct FakeModule {
     pub objects: BTreeMap<u32, (u32, u32)>,
     /// ctl fds device nodes were linked to.
     pub registered: Vec<i32>,
+    /// Classes the device offers.
+    pub classes: Vec<u32>,
+    /// Device-node fds with a mapping context: fd -> (object, length).
+    pub contexts: BTreeMap<i32, (u32, u64)>,
     pub next_handle: u32,
     pub next_fd: i32,
 }
@@ -74,6 +78,8 @@ impl FakeModule {
             fail: None,
             objects: BTreeMap::new(),
             registered: Vec::new(),
+            classes: vec![0xC661, 0xC86F, 0xCBC0, 0xC8B5, 0x90F1, 0xA06C],
+            contexts: BTreeMap::new(),
             next_handle: 0xC1D0_0001,
             next_fd: 100,
         }
@@ -167,9 +173,39 @@ fn name_bytes<const N: usize>(s: &str) -> [u8; N] {
     out
 }
 
+/// A mapping backed by host memory.
+struct HeapMapping(Box<[std::cell::UnsafeCell<u8>]>);
+
+// SAFETY: the bytes are only reached through raw pointers, as device
+// memory would be; nothing here hands out references to them.
+unsafe impl Sync for HeapMapping {}
+
+impl RmMapping for HeapMapping {
+    fn as_ptr(&self) -> *mut u8 {
+        self.0.as_ptr().cast::<u8>().cast_mut()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 impl RmNode for FakeNode {
     fn fd(&self) -> i32 {
         self.fd
+    }
+
+    fn map(&self, len: usize) -> std::io::Result<Box<dyn RmMapping>> {
+        // Like the module: only a node RM_MAP_MEMORY attached an object to,
+        // and exactly the length it was given.
+        let m = self.module.lock();
+        match m.contexts.get(&self.fd) {
+            Some(&(_, l)) if l == len as u64 => Ok(Box::new(HeapMapping(
+                (0..len).map(|_| std::cell::UnsafeCell::new(0)).collect(),
+            ))),
+            Some(_) => Err(errno(nix::libc::ENXIO)),
+            None => Err(errno(nix::libc::EINVAL)),
+        }
     }
 
     unsafe fn escape(&self, nr: u32, params: *mut u8, size: usize) -> std::io::Result<()> {
@@ -310,7 +346,21 @@ impl RmNode for FakeNode {
                             unsafe { give(p, f) };
                             0
                         }
+                        control::GPU_GET_CLASSLIST_V2
+                            if sized(std::mem::size_of::<ClassListV2>()) =>
+                        {
+                            let mut l = ClassListV2::default();
+                            for (slot, c) in l.classes.iter_mut().zip(&m.classes) {
+                                *slot = *c;
+                            }
+                            // CAST: a handful of classes.
+                            l.count = m.classes.len() as u32;
+                            // SAFETY: as above.
+                            unsafe { give(p, l) };
+                            0
+                        }
                         control::SYSTEM_GET_BUILD_VERSION_V2
+                        | control::GPU_GET_CLASSLIST_V2
                         | control::GPU_GET_ID_INFO_V2
                         | control::GPU_GET_NAME_STRING
                         | control::MC_GET_ARCH_INFO
@@ -320,6 +370,28 @@ impl RmNode for FakeNode {
                 };
                 // SAFETY: the size was checked.
                 unsafe { give(params, c) };
+            }
+            escape::RM_MAP_MEMORY => {
+                exact(std::mem::size_of::<MapMemory>())?;
+                if !self.ctl {
+                    return Err(errno(nix::libc::EINVAL));
+                }
+                // SAFETY: the size was checked.
+                let mut r: MapMemory = unsafe { take(params) };
+                r.status = if !m.objects.contains_key(&r.h_memory) {
+                    OBJECT_NOT_FOUND
+                } else {
+                    match m.contexts.entry(r.fd) {
+                        // One mapping context per node.
+                        std::collections::btree_map::Entry::Occupied(_) => STATE_IN_USE,
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert((r.h_memory, r.length));
+                            0
+                        }
+                    }
+                };
+                // SAFETY: as above.
+                unsafe { give(params, r) };
             }
             escape::RM_FREE => {
                 exact(std::mem::size_of::<RmFree>())?;

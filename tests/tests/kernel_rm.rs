@@ -6,6 +6,7 @@ use macuda_gsp::kernel::KernelRmError;
 use macuda_gsp::kernel::{cards, DeviceFiles, KernelRm, CTL_NODE, DRIVER_MAJOR};
 use macuda_hw::rm::{class, control};
 use macuda_tests::fake_rm::{FakeModule, FakeRm, MISSING_PARENT, NOT_SUPPORTED, WRONG_PARAMS_SIZE};
+use std::sync::Arc;
 
 fn gpu_present() -> bool {
     if std::path::Path::new(CTL_NODE).exists() {
@@ -23,7 +24,7 @@ fn opens_a_client_device_and_subdevice_and_identifies_the_gpu() {
     }
     let listed = cards(&DeviceFiles).unwrap();
     assert!(!listed.is_empty(), "the module lists no GPU");
-    let rm = KernelRm::open(&DeviceFiles, 0).unwrap();
+    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
     let id = rm.identify().unwrap();
     eprintln!("{id:?}");
     assert!(id.driver_version.starts_with(&format!("{DRIVER_MAJOR}.")));
@@ -70,9 +71,32 @@ fn opens_a_client_device_and_subdevice_and_identifies_the_gpu() {
     // A GPU index past the list is a typed error.
     let past = u32::try_from(listed.len()).unwrap();
     assert!(matches!(
-        KernelRm::open(&DeviceFiles, past),
+        KernelRm::open(Arc::new(DeviceFiles), past),
         Err(macuda_gsp::kernel::KernelRmError::NoGpu { .. })
     ));
+}
+
+#[test]
+fn the_usermode_page_maps_and_its_timer_runs() {
+    if !gpu_present() {
+        return;
+    }
+    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
+    let classes = rm.classes().unwrap();
+    eprintln!("{} classes offered", classes.len());
+    // The Hopper classes the kernel path drives (reference §3.4).
+    for c in [0xC661, 0xC86F, 0xCBC0, 0xC8B5] {
+        assert!(classes.contains(&c), "class {c:#x} not offered");
+    }
+    let user = rm.usermode().unwrap();
+    assert_eq!(user.class, 0xC661, "Hopper usermode");
+    let t0 = user.time_ns();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let t1 = user.time_ns();
+    eprintln!("PTIMER {t0} -> {t1}");
+    // PTIMER counts nanoseconds: 20 ms of sleep is at least 20 ms of it.
+    assert!(t1 - t0 >= 20_000_000, "{t0} -> {t1}");
+    assert!(t1 - t0 < 5_000_000_000, "{t0} -> {t1}");
 }
 
 // Against the fake of the ioctl layer: run everywhere, CI included.
@@ -81,7 +105,7 @@ fn opens_a_client_device_and_subdevice_and_identifies_the_gpu() {
 fn against_the_fake_module_the_tree_is_built_and_freed_whole() {
     let fake = FakeRm::new(FakeModule::h200());
     {
-        let rm = KernelRm::open(&fake, 0).unwrap();
+        let rm = KernelRm::open(Arc::new(fake.clone()), 0).unwrap();
         let id = rm.identify().unwrap();
         assert_eq!(id.name, "NVIDIA H200");
         assert_eq!(id.chip, Some("GH100"));
@@ -111,7 +135,9 @@ fn against_the_fake_module_refusals_are_typed_and_leave_nothing_behind() {
     let mut m = FakeModule::h200();
     m.refuse = Some((class::NV01_DEVICE_0, NOT_SUPPORTED));
     let fake = FakeRm::new(m);
-    let err = KernelRm::open(&fake, 0).err().expect("refused");
+    let err = KernelRm::open(Arc::new(fake.clone()), 0)
+        .err()
+        .expect("refused");
     assert!(
         matches!(
             err,
@@ -128,7 +154,7 @@ fn against_the_fake_module_refusals_are_typed_and_leave_nothing_behind() {
     let mut m = FakeModule::h200();
     m.refuse = Some((control::MC_GET_ARCH_INFO, NOT_SUPPORTED));
     let fake = FakeRm::new(m);
-    let rm = KernelRm::open(&fake, 0).unwrap();
+    let rm = KernelRm::open(Arc::new(fake.clone()), 0).unwrap();
     assert!(matches!(
         rm.identify(),
         Err(KernelRmError::Status {
@@ -140,13 +166,13 @@ fn against_the_fake_module_refusals_are_typed_and_leave_nothing_behind() {
     // Another driver major: refused by name.
     let mut m = FakeModule::h200();
     m.driver_version = "570.86.16".into();
-    let err = KernelRm::open(&FakeRm::new(m), 0).err().unwrap();
+    let err = KernelRm::open(Arc::new(FakeRm::new(m)), 0).err().unwrap();
     assert!(err.to_string().contains("570.86.16"), "{err}");
 
     // An ioctl that fails outright names the escape.
     let mut m = FakeModule::h200();
     m.fail = Some((macuda_hw::rm::escape::REGISTER_FD, nix::libc::EBUSY));
-    let err = KernelRm::open(&FakeRm::new(m), 0).err().unwrap();
+    let err = KernelRm::open(Arc::new(FakeRm::new(m)), 0).err().unwrap();
     assert!(
         matches!(
             err,
@@ -159,7 +185,7 @@ fn against_the_fake_module_refusals_are_typed_and_leave_nothing_behind() {
     );
 
     // No such GPU.
-    let err = KernelRm::open(&FakeRm::new(FakeModule::h200()), 1)
+    let err = KernelRm::open(Arc::new(FakeRm::new(FakeModule::h200())), 1)
         .err()
         .unwrap();
     assert!(matches!(err, KernelRmError::NoGpu { index: 1, found: 1 }));
@@ -170,7 +196,7 @@ fn the_fake_module_holds_the_rules_the_real_one_does() {
     // So the tests above cannot pass by a lenient fake: a control with the
     // wrong parameter size and an object under a missing parent are refused.
     let fake = FakeRm::new(FakeModule::h200());
-    let rm = KernelRm::open(&fake, 0).unwrap();
+    let rm = KernelRm::open(Arc::new(fake.clone()), 0).unwrap();
     let mut short = [0u8; 12];
     let err = rm
         .control(rm.subdevice(), control::MC_GET_ARCH_INFO, &mut short)
@@ -199,4 +225,31 @@ fn the_fake_module_holds_the_rules_the_real_one_does() {
         "{err:?}"
     );
     assert_eq!(fake.0.lock().objects.len(), 3, "nothing was added");
+}
+
+#[test]
+fn against_the_fake_module_mappings_take_a_fresh_node_each() {
+    let fake = FakeRm::new(FakeModule::h200());
+    let rm = KernelRm::open(Arc::new(fake.clone()), 0).unwrap();
+    let user = rm.usermode().unwrap();
+    assert_eq!(user.class, 0xC661);
+    assert_eq!(user.time_ns(), 0, "the fake page is plain memory");
+    user.ring(7);
+    let second = rm.usermode().unwrap();
+    assert_ne!(second.object, user.object);
+    let m = fake.0.lock();
+    assert_eq!(m.contexts.len(), 2, "one mapping context per node");
+    assert_eq!(m.registered.len(), 3, "device node + one per mapping");
+    drop(m);
+    // A GPU without a usermode class we drive: a typed error naming it.
+    let mut bare = FakeModule::h200();
+    bare.classes.retain(|c| *c != 0xC661);
+    let rm = KernelRm::open(Arc::new(FakeRm::new(bare)), 0).unwrap();
+    assert!(matches!(
+        rm.usermode(),
+        Err(KernelRmError::NoClass {
+            kind: "usermode",
+            ..
+        })
+    ));
 }

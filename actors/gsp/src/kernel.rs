@@ -8,15 +8,59 @@
 //! it: the RM status in the structure is the real answer, so every call
 //! checks both.
 
+use macuda_hw::methods::usermode;
 use macuda_hw::rm::{
-    self, class, control, escape, fb_info, ArchInfo, BuildVersionV2, CardInfo, DeviceAlloc,
-    FbInfoV2, GpuIdInfoV2, GpuNameString, PciInfo, RegisterFd, RmAlloc, RmControl, RmFree,
-    SubdeviceAlloc, CARD_INFO_ENTRIES,
+    self, class, control, escape, fb_info, ArchInfo, BuildVersionV2, CardInfo, ClassListV2,
+    DeviceAlloc, FbInfoV2, GpuIdInfoV2, GpuNameString, MapMemory, PciInfo, RegisterFd, RmAlloc,
+    RmControl, RmFree, SubdeviceAlloc, CARD_INFO_ENTRIES,
 };
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Usermode classes we drive, preferred first.
+pub const USERMODE_CLASSES: &[u32] = &[usermode::BLACKWELL_USERMODE_A, usermode::HOPPER_USERMODE_A];
+
+/// The usermode register page of a GPU, mapped for the CPU.
+pub struct Usermode {
+    pub class: u32,
+    pub object: u32,
+    map: Box<dyn RmMapping>,
+}
+
+impl Usermode {
+    fn read32(&self, offset: u32) -> u32 {
+        debug_assert!(offset as usize + 4 <= self.map.len());
+        // SAFETY: inside the mapped page (the offsets are within the 64 KiB page), 4-byte aligned
+        // register offsets; a volatile read because the GPU changes them.
+        unsafe { std::ptr::read_volatile(self.map.as_ptr().add(offset as usize).cast::<u32>()) }
+    }
+
+    /// PTIMER in nanoseconds: TIME_1, TIME_0, TIME_1 again, retried if the
+    /// high half moved in between.
+    pub fn time_ns(&self) -> u64 {
+        loop {
+            let hi = self.read32(usermode::TIME_1::BYTE_OFFSET);
+            let lo = self.read32(usermode::TIME_0::BYTE_OFFSET);
+            if self.read32(usermode::TIME_1::BYTE_OFFSET) == hi {
+                return u64::from(hi) << 32 | u64::from(lo);
+            }
+        }
+    }
+
+    /// Ring the doorbell with a channel's work-submit token, after a fence
+    /// that makes every earlier store (GP entry, GP_PUT) visible first.
+    pub fn ring(&self, token: u32) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        let at = usermode::NOTIFY_CHANNEL_PENDING::BYTE_OFFSET as usize;
+        debug_assert!(at + 4 <= self.map.len());
+        // SAFETY: inside the mapped page (the offsets are within the 64 KiB page); a volatile store is
+        // the doorbell write.
+        unsafe { std::ptr::write_volatile(self.map.as_ptr().add(at).cast::<u32>(), token) }
+    }
+}
 
 /// One open node of the kernel module (/dev/nvidiactl or /dev/nvidiaN).
 pub trait RmNode: Send + Sync {
@@ -29,6 +73,30 @@ pub trait RmNode: Send + Sync {
     /// inside them points to live memory of this process, for the
     /// duration of the call.
     unsafe fn escape(&self, nr: u32, params: *mut u8, size: usize) -> std::io::Result<()>;
+    /// Map `len` bytes of what RM_MAP_MEMORY attached to this node.
+    ///
+    /// # Errors
+    /// The mmap fails.
+    fn map(&self, len: usize) -> std::io::Result<Box<dyn RmMapping>>;
+}
+
+/// A CPU mapping of an RM object; unmapped when dropped.
+pub trait RmMapping: Send + Sync {
+    fn as_ptr(&self) -> *mut u8;
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl RmMapping for memmap2::MmapRaw {
+    fn as_ptr(&self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+
+    fn len(&self) -> usize {
+        memmap2::MmapRaw::len(self)
+    }
 }
 
 /// Opens nodes: the device files on a real machine, a fake in tests.
@@ -71,6 +139,11 @@ impl RmNode for DeviceFile {
         }
         Ok(())
     }
+
+    fn map(&self, len: usize) -> std::io::Result<Box<dyn RmMapping>> {
+        let map = memmap2::MmapOptions::new().len(len).map_raw(&self.0)?;
+        Ok(Box::new(map))
+    }
 }
 
 /// The control node every client lives on.
@@ -94,6 +167,18 @@ pub enum KernelRmError {
     },
     #[error("RM refused {what}: status {status:#x} ({})", rm::status::name(*.status))]
     Status { what: &'static str, status: u32 },
+    #[error("cannot map {len} bytes of object {object:#x}")]
+    Map {
+        object: u32,
+        len: usize,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the GPU offers none of the {kind} classes we drive ({wanted:x?})")]
+    NoClass {
+        kind: &'static str,
+        wanted: &'static [u32],
+    },
     #[error("no GPU {index}: the kernel module lists {found}")]
     NoGpu { index: u32, found: usize },
     #[error("the kernel module is {found}; these structures are declared for {DRIVER_MAJOR}")]
@@ -119,6 +204,7 @@ pub struct KernelIdentity {
 /// An open RM client with its device and subdevice on one GPU; freed
 /// (everything under the client) when dropped.
 pub struct KernelRm {
+    driver: Arc<dyn RmDriver>,
     ctl: Box<dyn RmNode>,
     /// Kept open: it pins the GPU and links to the ctl fd's client.
     _device_node: Box<dyn RmNode>,
@@ -181,8 +267,8 @@ impl KernelRm {
     ///
     /// # Errors
     /// No such GPU, a driver other than 580, or any RM refusal.
-    pub fn open(driver: &dyn RmDriver, index: u32) -> Result<KernelRm, KernelRmError> {
-        let ctl = open_node(driver, Path::new(CTL_NODE))?;
+    pub fn open(driver: Arc<dyn RmDriver>, index: u32) -> Result<KernelRm, KernelRmError> {
+        let ctl = open_node(driver.as_ref(), Path::new(CTL_NODE))?;
         let cards = list_cards(ctl.as_ref())?;
         let card = *cards.get(index as usize).ok_or(KernelRmError::NoGpu {
             index,
@@ -211,7 +297,7 @@ impl KernelRm {
         // The device node pins the GPU; link it to our client before any
         // control names it.
         let node = PathBuf::from(format!("/dev/nvidia{}", card.minor_number));
-        let device_node = open_node(driver, &node)?;
+        let device_node = open_node(driver.as_ref(), &node)?;
         let mut link = [RegisterFd { ctl_fd: ctl.fd() }];
         escape_call(
             device_node.as_ref(),
@@ -220,6 +306,7 @@ impl KernelRm {
             "REGISTER_FD",
         )?;
         let mut rm = KernelRm {
+            driver,
             ctl,
             _device_node: device_node,
             node,
@@ -292,6 +379,80 @@ impl KernelRm {
         }];
         escape_call(self.ctl.as_ref(), escape::RM_FREE, &mut f, "RM_FREE")?;
         check(f[0].status, "a free")
+    }
+
+    /// The classes the device offers.
+    ///
+    /// # Errors
+    /// RM refuses the control.
+    pub fn classes(&self) -> Result<Vec<u32>, KernelRmError> {
+        let mut list = ClassListV2::default();
+        self.control(self.device, control::GPU_GET_CLASSLIST_V2, &mut list)?;
+        let n = (list.count as usize).min(list.classes.len());
+        Ok(list.classes[..n].to_vec())
+    }
+
+    /// The first of `wanted` the device offers.
+    ///
+    /// # Errors
+    /// None offered, or RM refuses the class list.
+    pub fn pick_class(
+        &self,
+        kind: &'static str,
+        wanted: &'static [u32],
+    ) -> Result<u32, KernelRmError> {
+        let offered = self.classes()?;
+        wanted
+            .iter()
+            .copied()
+            .find(|c| offered.contains(c))
+            .ok_or(KernelRmError::NoClass { kind, wanted })
+    }
+
+    /// Map `len` bytes of `object` for the CPU: RM attaches the mapping to
+    /// a fresh device node (a node holds one mapping context), which mmap
+    /// then maps; the mapping keeps the node alive.
+    ///
+    /// # Errors
+    /// Opening or linking the node, RM refusing, or the mmap failing.
+    pub fn map(&self, object: u32, len: usize) -> Result<Box<dyn RmMapping>, KernelRmError> {
+        let node = open_node(self.driver.as_ref(), &self.node)?;
+        let mut link = [RegisterFd {
+            ctl_fd: self.ctl.fd(),
+        }];
+        escape_call(node.as_ref(), escape::REGISTER_FD, &mut link, "REGISTER_FD")?;
+        let mut m = [MapMemory {
+            h_client: self.client,
+            h_device: self.device,
+            h_memory: object,
+            length: len as u64,
+            fd: node.fd(),
+            ..MapMemory::default()
+        }];
+        escape_call(
+            self.ctl.as_ref(),
+            escape::RM_MAP_MEMORY,
+            &mut m,
+            "RM_MAP_MEMORY",
+        )?;
+        check(m[0].status, "a CPU mapping")?;
+        node.map(len).map_err(|source| KernelRmError::Map {
+            object,
+            len,
+            source,
+        })
+    }
+
+    /// The usermode register page: PTIMER and the doorbell.
+    ///
+    /// # Errors
+    /// No usermode class, or RM refusing its allocation or mapping.
+    pub fn usermode(&self) -> Result<Usermode, KernelRmError> {
+        let class = self.pick_class("usermode", USERMODE_CLASSES)?;
+        let object = self.alloc(self.subdevice, class, None::<&mut ()>)?;
+        // CAST: the page is 64 KiB.
+        let map = self.map(object, usermode::SIZE as usize)?;
+        Ok(Usermode { class, object, map })
     }
 
     /// What the GPU is: name, chip, video memory, driver.

@@ -25,6 +25,7 @@ pub mod escape {
     pub const RM_FREE: u32 = 0x29;
     pub const RM_CONTROL: u32 = 0x2A;
     pub const RM_ALLOC: u32 = 0x2B;
+    pub const RM_MAP_MEMORY: u32 = 0x4E;
     pub const CARD_INFO: u32 = 0xC8;
     pub const REGISTER_FD: u32 = 0xC9;
 }
@@ -40,6 +41,7 @@ pub mod class {
 pub mod control {
     pub const SYSTEM_GET_BUILD_VERSION_V2: u32 = 0x0000_013E;
     pub const GPU_GET_ID_INFO_V2: u32 = 0x0000_0205;
+    pub const GPU_GET_CLASSLIST_V2: u32 = 0x0080_0292;
     pub const GPU_GET_NAME_STRING: u32 = 0x2080_0110;
     pub const FB_GET_INFO_V2: u32 = 0x2080_1303;
     pub const MC_GET_ARCH_INFO: u32 = 0x2080_1701;
@@ -58,6 +60,7 @@ pub mod status {
     pub const NO_MEMORY: u32 = 0x51;
     pub const NOT_SUPPORTED: u32 = 0x56;
     pub const OBJECT_NOT_FOUND: u32 = 0x57;
+    pub const STATE_IN_USE: u32 = 0x63;
 
     pub const NAMES: &[(u32, &str)] = &[
         (IN_USE, "NV_ERR_IN_USE"),
@@ -71,6 +74,7 @@ pub mod status {
         (NO_MEMORY, "NV_ERR_NO_MEMORY"),
         (NOT_SUPPORTED, "NV_ERR_NOT_SUPPORTED"),
         (OBJECT_NOT_FOUND, "NV_ERR_OBJECT_NOT_FOUND"),
+        (STATE_IN_USE, "NV_ERR_STATE_IN_USE"),
     ];
 
     /// The status's name, where we know it.
@@ -301,6 +305,42 @@ impl Default for FbInfoV2 {
             entries: [InfoEntry::default(); 128],
         }
     }
+}
+
+/// `NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS`: the classes a device offers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ClassListV2 {
+    pub count: u32,
+    pub classes: [u32; 200],
+}
+
+impl Default for ClassListV2 {
+    fn default() -> Self {
+        ClassListV2 {
+            count: 0,
+            classes: [0; 200],
+        }
+    }
+}
+
+/// `nv_ioctl_nvos33_parameters_with_fd`: map an object for the CPU through
+/// `fd`, which then takes the mmap.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MapMemory {
+    pub h_client: u32,
+    pub h_device: u32,
+    pub h_memory: u32,
+    pub _pad: u32,
+    pub offset: u64,
+    pub length: u64,
+    /// Out: RM's cookie for the mmap context, not a pointer.
+    pub p_linear_address: u64,
+    pub status: u32,
+    pub flags: u32,
+    pub fd: i32,
+    pub _pad2: u32,
 }
 
 /// A NUL-terminated byte string from a parameter structure.

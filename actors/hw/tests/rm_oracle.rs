@@ -68,6 +68,22 @@ fn nvos_structures_match_the_reference() {
         ],
     );
     pin(
+        &r["nv_ioctl_nvos33_parameters_with_fd"],
+        "nvos33_with_fd",
+        size_of::<MapMemory>(),
+        &[
+            ("hClient", offset_of!(MapMemory, h_client)),
+            ("hDevice", offset_of!(MapMemory, h_device)),
+            ("hMemory", offset_of!(MapMemory, h_memory)),
+            ("offset", offset_of!(MapMemory, offset)),
+            ("length", offset_of!(MapMemory, length)),
+            ("pLinearAddress", offset_of!(MapMemory, p_linear_address)),
+            ("status", offset_of!(MapMemory, status)),
+            ("flags", offset_of!(MapMemory, flags)),
+            ("fd", offset_of!(MapMemory, fd)),
+        ],
+    );
+    pin(
         &r["nv_pci_info_t"],
         "nv_pci_info_t",
         size_of::<PciInfo>(),
@@ -195,6 +211,15 @@ fn parameter_structures_match_the_oracle() {
         ],
     );
     pin(
+        &s["struct_NV0080_CTRL_GPU_GET_CLASSLIST_V2_PARAMS"],
+        "classlist_v2",
+        size_of::<ClassListV2>(),
+        &[
+            ("numClasses", offset_of!(ClassListV2, count)),
+            ("classList", offset_of!(ClassListV2, classes)),
+        ],
+    );
+    pin(
         &s["struct_NVXXXX_CTRL_XXX_INFO"],
         "info_entry",
         size_of::<InfoEntry>(),
@@ -224,6 +249,11 @@ fn numbers_match_the_oracle() {
         ("NV_ESC_RM_FREE", escape::RM_FREE),
         ("NV_ESC_CARD_INFO", escape::CARD_INFO),
         ("NV_ESC_REGISTER_FD", escape::REGISTER_FD),
+        ("NV_ESC_RM_MAP_MEMORY", escape::RM_MAP_MEMORY),
+        (
+            "NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2",
+            control::GPU_GET_CLASSLIST_V2,
+        ),
         ("NV01_ROOT_CLIENT", rm::class::NV01_ROOT_CLIENT),
         ("NV01_DEVICE_0", rm::class::NV01_DEVICE_0),
         ("NV20_SUBDEVICE_0", rm::class::NV20_SUBDEVICE_0),
