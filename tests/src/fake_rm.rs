@@ -208,7 +208,16 @@ impl RmNode for FakeNode {
         }
     }
 
-    unsafe fn escape(&self, nr: u32, params: *mut u8, size: usize) -> std::io::Result<()> {
+    unsafe fn ioctl(&self, request: u64, params: *mut u8, size: usize) -> std::io::Result<()> {
+        // RM escapes only: type 'F', the number in the low byte, the size
+        // in the request must be the size passed. UVM is not emulated.
+        if (request >> 8) & 0xFF != macuda_hw::rm::IOCTL_TYPE
+            || ((request >> 16) & 0x3FFF) as usize != size
+        {
+            return Err(errno(nix::libc::ENOTTY));
+        }
+        // CAST: the low byte.
+        let nr = (request & 0xFF) as u32;
         let mut m = self.module.lock();
         if let Some((n, e)) = m.fail {
             if n == nr {

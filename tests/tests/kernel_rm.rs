@@ -99,6 +99,35 @@ fn the_usermode_page_maps_and_its_timer_runs() {
     assert!(t1 - t0 < 5_000_000_000, "{t0} -> {t1}");
 }
 
+#[test]
+fn video_memory_is_mapped_for_the_gpu_and_through_bar1_for_the_cpu() {
+    if !gpu_present() {
+        return;
+    }
+    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
+    let mut space = rm.va_space().unwrap();
+    eprintln!("VA space {:#x}, GPU uuid {:02x?}", space.handle, space.uuid);
+    for bytes in [4096u64, 64 << 20] {
+        let buf = rm.alloc_vram(&mut space, bytes, true).unwrap();
+        eprintln!("{bytes} bytes: GPU VA {:#x}, {} bytes", buf.va, buf.bytes);
+        assert!(buf.va.is_multiple_of(4096) && buf.bytes >= bytes);
+        let map = buf.cpu.as_ref().unwrap();
+        assert_eq!(map.len() as u64, buf.bytes);
+        // Through BAR1: what the CPU writes, it reads back, at both ends.
+        let words = map.len() / 4;
+        let p = map.as_ptr().cast::<u32>();
+        for i in [0, 1, words / 2, words - 1] {
+            // SAFETY: inside the mapping; volatile, as device memory.
+            unsafe { std::ptr::write_volatile(p.add(i), 0xC0DE_0000 ^ i as u32) };
+        }
+        for i in [0, 1, words / 2, words - 1] {
+            // SAFETY: as above.
+            let v = unsafe { std::ptr::read_volatile(p.add(i)) };
+            assert_eq!(v, 0xC0DE_0000 ^ i as u32, "word {i}");
+        }
+    }
+}
+
 // Against the fake of the ioctl layer: run everywhere, CI included.
 
 #[test]

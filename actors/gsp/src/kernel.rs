@@ -10,15 +10,47 @@
 
 use macuda_hw::methods::usermode;
 use macuda_hw::rm::{
-    self, class, control, escape, fb_info, ArchInfo, BuildVersionV2, CardInfo, ClassListV2,
-    DeviceAlloc, FbInfoV2, GpuIdInfoV2, GpuNameString, MapMemory, PciInfo, RegisterFd, RmAlloc,
-    RmControl, RmFree, SubdeviceAlloc, CARD_INFO_ENTRIES,
+    self, class, control, escape, fb_info, uvm, ArchInfo, BuildVersionV2, CardInfo, ClassListV2,
+    DeviceAlloc, FbInfoV2, GidInfo, GpuIdInfoV2, GpuNameString, MapMemory, MemoryAlloc, PciInfo,
+    RegisterFd, RmAlloc, RmControl, RmFree, SubdeviceAlloc, VaSpaceAlloc, CARD_INFO_ENTRIES,
 };
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The VA space RM creates (tinygrad's values): from 4 KiB to just below
+/// 2^49.
+const VA_SPACE_BASE: u64 = 0x1000;
+const VA_SPACE_SIZE: u64 = 0x1_FFFF_FB00_0000;
+/// Where our allocations go in it: above the window kept for mappings the
+/// CPU shares at the same address.
+const GPU_VA_START: u64 = 0x20_0000_0000;
+const GPU_VA_END: u64 = 1 << 48;
+const PAGE_4K: u64 = 4 << 10;
+const PAGE_2M: u64 = 2 << 20;
+/// Allocations from this size up take 2 MiB pages.
+const HUGE_PAGE_THRESHOLD: u64 = 8 << 20;
+
+/// A GPU VA space managed by UVM and registered for one GPU.
+pub struct GpuVaSpace {
+    uvm: Box<dyn RmNode>,
+    /// Holds the address space for UVM's teardown.
+    _uvm_mm: Box<dyn RmNode>,
+    pub handle: u32,
+    pub uuid: [u8; 16],
+    next_va: u64,
+}
+
+/// Video memory mapped into a GPU VA space (and maybe for the CPU).
+pub struct VramBuffer {
+    pub handle: u32,
+    /// The GPU virtual address.
+    pub va: u64,
+    pub bytes: u64,
+    pub cpu: Option<Box<dyn RmMapping>>,
+}
 
 /// Usermode classes we drive, preferred first.
 pub const USERMODE_CLASSES: &[u32] = &[usermode::BLACKWELL_USERMODE_A, usermode::HOPPER_USERMODE_A];
@@ -66,13 +98,13 @@ impl Usermode {
 pub trait RmNode: Send + Sync {
     /// The number naming this node to the driver (its fd), for REGISTER_FD.
     fn fd(&self) -> i32;
-    /// Issue escape `nr` over `size` bytes at `params`.
+    /// Issue ioctl `request` over `size` bytes at `params`.
     ///
     /// # Safety
     /// `params` points to `size` live, writable bytes, and every pointer
     /// inside them points to live memory of this process, for the
     /// duration of the call.
-    unsafe fn escape(&self, nr: u32, params: *mut u8, size: usize) -> std::io::Result<()>;
+    unsafe fn ioctl(&self, request: u64, params: *mut u8, size: usize) -> std::io::Result<()>;
     /// Map `len` bytes of what RM_MAP_MEMORY attached to this node.
     ///
     /// # Errors
@@ -127,11 +159,11 @@ impl RmNode for DeviceFile {
         self.0.as_raw_fd()
     }
 
-    unsafe fn escape(&self, nr: u32, params: *mut u8, size: usize) -> std::io::Result<()> {
-        let request = rm::request(nr, size);
-        // SAFETY: the caller guarantees `params` holds `size` live bytes; the
-        // driver copies exactly the size the request word names in and out
-        // and keeps no pointer after the call.
+    unsafe fn ioctl(&self, request: u64, params: *mut u8, size: usize) -> std::io::Result<()> {
+        let _ = size;
+        // SAFETY: the caller guarantees `params` holds `size` live bytes,
+        // the size the request (or, for UVM, the command) names; the driver
+        // copies that many bytes in and out and keeps no pointer after it.
         let r =
             unsafe { nix::libc::ioctl(self.0.as_raw_fd(), request as nix::libc::c_ulong, params) };
         if r < 0 {
@@ -179,6 +211,8 @@ pub enum KernelRmError {
         kind: &'static str,
         wanted: &'static [u32],
     },
+    #[error("no GPU virtual addresses left for {bytes} bytes")]
+    VaExhausted { bytes: u64 },
     #[error("no GPU {index}: the kernel module lists {found}")]
     NoGpu { index: u32, found: usize },
     #[error("the kernel module is {found}; these structures are declared for {DRIVER_MAJOR}")]
@@ -232,10 +266,21 @@ fn escape_call<T>(
     what: &'static str,
 ) -> Result<(), KernelRmError> {
     let size = std::mem::size_of_val(params);
+    raw_ioctl(node, rm::request(nr, size), params, what)
+}
+
+/// One ioctl with a ready request word (UVM's are bare command numbers).
+fn raw_ioctl<T>(
+    node: &dyn RmNode,
+    request: u64,
+    params: &mut [T],
+    what: &'static str,
+) -> Result<(), KernelRmError> {
+    let size = std::mem::size_of_val(params);
     // SAFETY: `params` is an exclusive borrow of `size` bytes, live for the
     // call; the pointers inside it were made from borrows the callers hold
     // across this call.
-    unsafe { node.escape(nr, params.as_mut_ptr().cast(), size) }
+    unsafe { node.ioctl(request, params.as_mut_ptr().cast(), size) }
         .map_err(|source| KernelRmError::Ioctl { what, source })
 }
 
@@ -453,6 +498,176 @@ impl KernelRm {
         // CAST: the page is 64 KiB.
         let map = self.map(object, usermode::SIZE as usize)?;
         Ok(Usermode { class, object, map })
+    }
+
+    /// A GPU VA space whose page tables UVM manages, registered with UVM
+    /// for this GPU: what compute and copy channels run in.
+    ///
+    /// # Errors
+    /// UVM or RM refusing a step.
+    pub fn va_space(&self) -> Result<GpuVaSpace, KernelRmError> {
+        let driver = self.driver.as_ref();
+        let uvm_node = open_node(driver, Path::new(uvm::NODE))?;
+        let mut init = [uvm::Initialize::default()];
+        raw_ioctl(
+            uvm_node.as_ref(),
+            uvm::INITIALIZE,
+            &mut init,
+            "UVM_INITIALIZE",
+        )?;
+        check(init[0].status, "UVM initialisation")?;
+        // A second node holds the address space for UVM's teardown at exit;
+        // some platforms answer "nothing to do", which is fine.
+        let mm = open_node(driver, Path::new(uvm::NODE))?;
+        let mut mm_init = [uvm::MmInitialize {
+            uvm_fd: uvm_node.fd(),
+            status: 0,
+        }];
+        if let Err(e) = raw_ioctl(
+            mm.as_ref(),
+            uvm::MM_INITIALIZE,
+            &mut mm_init,
+            "UVM_MM_INITIALIZE",
+        ) {
+            tracing::debug!(error = %e, "UVM_MM_INITIALIZE");
+        }
+        let mut params = VaSpaceAlloc {
+            flags: rm::vaspace::IS_EXTERNALLY_OWNED | rm::vaspace::ENABLE_PAGE_FAULTING,
+            va_base: VA_SPACE_BASE,
+            va_size: VA_SPACE_SIZE,
+            ..VaSpaceAlloc::default()
+        };
+        let handle = self.alloc(self.device, class::FERMI_VASPACE_A, Some(&mut params))?;
+        let mut gid = GidInfo {
+            flags: rm::GID_FORMAT_BINARY,
+            ..GidInfo::default()
+        };
+        self.control(self.subdevice, control::GPU_GET_GID_INFO, &mut gid)?;
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&gid.data[..16]);
+        let mut reg = [uvm::RegisterGpu {
+            uuid,
+            rm_ctrl_fd: -1,
+            ..uvm::RegisterGpu::default()
+        }];
+        raw_ioctl(
+            uvm_node.as_ref(),
+            uvm::REGISTER_GPU,
+            &mut reg,
+            "UVM_REGISTER_GPU",
+        )?;
+        check(reg[0].status, "registering the GPU with UVM")?;
+        let mut reg_va = [uvm::RegisterGpuVaSpace {
+            uuid,
+            rm_ctrl_fd: self.ctl.fd(),
+            h_client: self.client,
+            h_va_space: handle,
+            status: 0,
+        }];
+        raw_ioctl(
+            uvm_node.as_ref(),
+            uvm::REGISTER_GPU_VASPACE,
+            &mut reg_va,
+            "UVM_REGISTER_GPU_VASPACE",
+        )?;
+        check(reg_va[0].status, "registering the VA space with UVM")?;
+        Ok(GpuVaSpace {
+            uvm: uvm_node,
+            _uvm_mm: mm,
+            handle,
+            uuid,
+            next_va: GPU_VA_START,
+        })
+    }
+
+    /// Video memory: allocated by RM, mapped into `space` at a VA of ours
+    /// (through UVM), and, with `cpu`, mapped for the CPU through BAR1.
+    ///
+    /// # Errors
+    /// RM or UVM refusing, or the VA window exhausted.
+    pub fn alloc_vram(
+        &self,
+        space: &mut GpuVaSpace,
+        bytes: u64,
+        cpu: bool,
+    ) -> Result<VramBuffer, KernelRmError> {
+        let huge = bytes >= HUGE_PAGE_THRESHOLD;
+        let page = if huge { PAGE_2M } else { PAGE_4K };
+        let size = bytes.max(1).next_multiple_of(page);
+        let mut params = MemoryAlloc {
+            owner: self.client,
+            kind: rm::memory::TYPE_IMAGE,
+            flags: rm::memory::FLAG_IGNORE_BANK_PLACEMENT
+                | rm::memory::FLAG_ALIGNMENT_FORCE
+                | rm::memory::FLAG_MEMORY_HANDLE_PROVIDED
+                | rm::memory::FLAG_MAP_NOT_REQUIRED
+                | rm::memory::FLAG_PERSISTENT_VIDMEM,
+            attr: rm::memory::ATTR_ALLOW_NONCONTIGUOUS
+                | if huge {
+                    rm::memory::ATTR_PAGE_SIZE_HUGE
+                } else {
+                    0
+                },
+            attr2: rm::memory::ATTR2_PREFER_NO_ZBC
+                | rm::memory::ATTR2_GPU_CACHEABLE
+                | if huge { rm::memory::ATTR2_HUGE_2MB } else { 0 },
+            format: rm::memory::FORMAT_GENERIC,
+            size,
+            alignment: page,
+            limit: size - 1,
+            ..MemoryAlloc::default()
+        };
+        let handle = self.alloc(self.device, class::NV1_MEMORY_USER, Some(&mut params))?;
+        let va = space.next_va.next_multiple_of(page);
+        if va + size > GPU_VA_END {
+            return Err(KernelRmError::VaExhausted { bytes: size });
+        }
+        space.next_va = va + size;
+        let mut range = [uvm::CreateExternalRange {
+            base: va,
+            length: size,
+            ..uvm::CreateExternalRange::default()
+        }];
+        raw_ioctl(
+            space.uvm.as_ref(),
+            uvm::CREATE_EXTERNAL_RANGE,
+            &mut range,
+            "UVM_CREATE_EXTERNAL_RANGE",
+        )?;
+        check(range[0].status, "a UVM external range")?;
+        let mut map = Box::new(uvm::MapExternalAllocation {
+            base: va,
+            length: size,
+            count: 1,
+            rm_ctrl_fd: self.ctl.fd(),
+            h_client: self.client,
+            h_memory: handle,
+            ..uvm::MapExternalAllocation::default()
+        });
+        map.per_gpu[0] = uvm::GpuMappingAttributes {
+            uuid: space.uuid,
+            mapping_type: uvm::MAPPING_READ_WRITE_ATOMIC,
+            ..uvm::GpuMappingAttributes::default()
+        };
+        raw_ioctl(
+            space.uvm.as_ref(),
+            uvm::MAP_EXTERNAL_ALLOCATION,
+            std::slice::from_mut(map.as_mut()),
+            "UVM_MAP_EXTERNAL_ALLOCATION",
+        )?;
+        check(map.status, "a GPU mapping")?;
+        let cpu = if cpu {
+            // CAST: allocations fit the address space.
+            Some(self.map(handle, size as usize)?)
+        } else {
+            None
+        };
+        Ok(VramBuffer {
+            handle,
+            va,
+            bytes: size,
+            cpu,
+        })
     }
 
     /// What the GPU is: name, chip, video memory, driver.

@@ -35,6 +35,9 @@ pub mod class {
     pub const NV01_ROOT_CLIENT: u32 = 0x41;
     pub const NV01_DEVICE_0: u32 = 0x80;
     pub const NV20_SUBDEVICE_0: u32 = 0x2080;
+    /// Video memory (NV01_MEMORY_LOCAL_USER).
+    pub const NV1_MEMORY_USER: u32 = 0x40;
+    pub const FERMI_VASPACE_A: u32 = 0x90F1;
 }
 
 /// Control commands: the class in the top 16 bits, then category and index.
@@ -43,6 +46,7 @@ pub mod control {
     pub const GPU_GET_ID_INFO_V2: u32 = 0x0000_0205;
     pub const GPU_GET_CLASSLIST_V2: u32 = 0x0080_0292;
     pub const GPU_GET_NAME_STRING: u32 = 0x2080_0110;
+    pub const GPU_GET_GID_INFO: u32 = 0x2080_014A;
     pub const FB_GET_INFO_V2: u32 = 0x2080_1303;
     pub const MC_GET_ARCH_INFO: u32 = 0x2080_1701;
 }
@@ -341,6 +345,223 @@ pub struct MapMemory {
     pub flags: u32,
     pub fd: i32,
     pub _pad2: u32,
+}
+
+/// `NV2080_CTRL_GPU_GET_GID_INFO_PARAMS`: the GPU's UUID.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GidInfo {
+    pub index: u32,
+    pub flags: u32,
+    pub length: u32,
+    pub data: [u8; 256],
+}
+
+impl Default for GidInfo {
+    fn default() -> Self {
+        GidInfo {
+            index: 0,
+            flags: 0,
+            length: 0,
+            data: [0; 256],
+        }
+    }
+}
+
+/// GET_GID_INFO flags: the UUID as raw bytes (not a string).
+pub const GID_FORMAT_BINARY: u32 = 0x2;
+
+/// `NV_VASPACE_ALLOCATION_PARAMETERS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VaSpaceAlloc {
+    /// 0: a new VA space.
+    pub index: u32,
+    pub flags: u32,
+    pub va_size: u64,
+    pub va_start_internal: u64,
+    pub va_limit_internal: u64,
+    pub big_page_size: u32,
+    pub _pad: u32,
+    pub va_base: u64,
+    pub pasid: u32,
+    pub _pad2: u32,
+}
+
+/// VA space flags.
+pub mod vaspace {
+    /// UVM owns the page tables (required to register it with UVM).
+    pub const IS_EXTERNALLY_OWNED: u32 = 0x8;
+    /// Replayable faults for compute.
+    pub const ENABLE_PAGE_FAULTING: u32 = 0x40;
+}
+
+/// `NV_MEMORY_ALLOCATION_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryAlloc {
+    pub owner: u32,
+    pub kind: u32,
+    pub flags: u32,
+    pub width: i32,
+    pub height: i32,
+    pub pitch: i32,
+    pub attr: u32,
+    pub attr2: u32,
+    pub format: u32,
+    pub compr_covg: u32,
+    pub zcull_covg: u32,
+    pub _pad: u32,
+    pub range_lo: u64,
+    pub range_hi: u64,
+    pub size: u64,
+    pub alignment: u64,
+    pub offset: u64,
+    pub limit: u64,
+    pub address: u64,
+    pub ctag_offset: u32,
+    pub h_va_space: u32,
+    pub internal_flags: u32,
+    pub tag: u32,
+    pub numa_node: i32,
+    pub _pad2: u32,
+}
+
+/// Fields of `NV_MEMORY_ALLOCATION_PARAMS` (NVOS32 flags and attributes).
+pub mod memory {
+    pub const TYPE_IMAGE: u32 = 0;
+    pub const FLAG_IGNORE_BANK_PLACEMENT: u32 = 0x1;
+    pub const FLAG_ALIGNMENT_FORCE: u32 = 0x100;
+    pub const FLAG_MEMORY_HANDLE_PROVIDED: u32 = 0x4000;
+    pub const FLAG_MAP_NOT_REQUIRED: u32 = 0x8000;
+    pub const FLAG_PERSISTENT_VIDMEM: u32 = 0x10000;
+    /// attr PHYSICALITY (28:27) = ALLOW_NONCONTIGUOUS.
+    pub const ATTR_ALLOW_NONCONTIGUOUS: u32 = 3 << 27;
+    /// attr PAGE_SIZE (24:23) = HUGE.
+    pub const ATTR_PAGE_SIZE_HUGE: u32 = 3 << 23;
+    /// attr2 ZBC (1:0) = PREFER_NO_ZBC.
+    pub const ATTR2_PREFER_NO_ZBC: u32 = 1;
+    /// attr2 GPU_CACHEABLE (3:2) = YES.
+    pub const ATTR2_GPU_CACHEABLE: u32 = 1 << 2;
+    /// attr2 PAGE_SIZE_HUGE (21:20) = 2 MiB.
+    pub const ATTR2_HUGE_2MB: u32 = 1 << 20;
+    /// PTE kind GENERIC_MEMORY on GH100.
+    pub const FORMAT_GENERIC: u32 = 6;
+}
+
+/// The UVM driver (/dev/nvidia-uvm): its ioctl request is the bare command
+/// number, and every structure ends with the RM status.
+pub mod uvm {
+    pub const NODE: &str = "/dev/nvidia-uvm";
+    pub const INITIALIZE: u64 = 0x3000_0001;
+    pub const MM_INITIALIZE: u64 = 75;
+    pub const REGISTER_GPU: u64 = 37;
+    pub const REGISTER_GPU_VASPACE: u64 = 25;
+    pub const MAP_EXTERNAL_ALLOCATION: u64 = 33;
+    pub const FREE: u64 = 34;
+    pub const CREATE_EXTERNAL_RANGE: u64 = 73;
+    /// Mapping attribute entries (32 devices x 8 MIG sub-processors).
+    pub const MAX_GPU_ATTRIBUTES: usize = 256;
+    /// gpuMappingType ReadWriteAtomic.
+    pub const MAPPING_READ_WRITE_ATOMIC: u32 = 1;
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Initialize {
+        pub flags: u64,
+        pub status: u32,
+        pub _pad: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct MmInitialize {
+        pub uvm_fd: i32,
+        pub status: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct RegisterGpu {
+        pub uuid: [u8; 16],
+        pub numa_enabled: u8,
+        pub _pad: [u8; 3],
+        pub numa_node_id: i32,
+        pub rm_ctrl_fd: i32,
+        pub h_client: u32,
+        pub h_smc_part_ref: u32,
+        pub status: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct RegisterGpuVaSpace {
+        pub uuid: [u8; 16],
+        pub rm_ctrl_fd: i32,
+        pub h_client: u32,
+        pub h_va_space: u32,
+        pub status: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct CreateExternalRange {
+        pub base: u64,
+        pub length: u64,
+        pub status: u32,
+        pub _pad: u32,
+    }
+
+    /// `UvmGpuMappingAttributes`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct GpuMappingAttributes {
+        pub uuid: [u8; 16],
+        pub mapping_type: u32,
+        pub caching_type: u32,
+        pub format_type: u32,
+        pub element_bits: u32,
+        pub compression_type: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct MapExternalAllocation {
+        pub base: u64,
+        pub length: u64,
+        pub offset: u64,
+        pub per_gpu: [GpuMappingAttributes; MAX_GPU_ATTRIBUTES],
+        pub count: u64,
+        pub rm_ctrl_fd: i32,
+        pub h_client: u32,
+        pub h_memory: u32,
+        pub status: u32,
+    }
+
+    impl Default for MapExternalAllocation {
+        fn default() -> Self {
+            MapExternalAllocation {
+                base: 0,
+                length: 0,
+                offset: 0,
+                per_gpu: [GpuMappingAttributes::default(); MAX_GPU_ATTRIBUTES],
+                count: 0,
+                rm_ctrl_fd: 0,
+                h_client: 0,
+                h_memory: 0,
+                status: 0,
+            }
+        }
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Free {
+        pub base: u64,
+        pub length: u64,
+        pub status: u32,
+        pub _pad: u32,
+    }
 }
 
 /// A NUL-terminated byte string from a parameter structure.

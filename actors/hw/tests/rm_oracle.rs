@@ -301,3 +301,222 @@ fn numbers_match_the_oracle() {
         assert_eq!(c[&i].as_u64(), Some(u64::from(imp)), "{i}");
     }
 }
+
+#[test]
+fn memory_and_uvm_structures_match_the_reference_and_oracle() {
+    use macuda_hw::rm::uvm;
+    let d = data();
+    let (r, s, c) = (&d["reference"], &d["structs"], &d["constants"]);
+    pin(
+        &s["struct_NV2080_CTRL_GPU_GET_GID_INFO_PARAMS"],
+        "gid_info",
+        size_of::<GidInfo>(),
+        &[
+            ("index", offset_of!(GidInfo, index)),
+            ("flags", offset_of!(GidInfo, flags)),
+            ("length", offset_of!(GidInfo, length)),
+            ("data", offset_of!(GidInfo, data)),
+        ],
+    );
+    pin(
+        &r["NV_VASPACE_ALLOCATION_PARAMETERS"],
+        "vaspace",
+        size_of::<VaSpaceAlloc>(),
+        &[
+            ("index", offset_of!(VaSpaceAlloc, index)),
+            ("flags", offset_of!(VaSpaceAlloc, flags)),
+            ("vaSize", offset_of!(VaSpaceAlloc, va_size)),
+            (
+                "vaStartInternal",
+                offset_of!(VaSpaceAlloc, va_start_internal),
+            ),
+            (
+                "vaLimitInternal",
+                offset_of!(VaSpaceAlloc, va_limit_internal),
+            ),
+            ("bigPageSize", offset_of!(VaSpaceAlloc, big_page_size)),
+            ("vaBase", offset_of!(VaSpaceAlloc, va_base)),
+            ("pasid", offset_of!(VaSpaceAlloc, pasid)),
+        ],
+    );
+    pin(
+        &r["NV_MEMORY_ALLOCATION_PARAMS"],
+        "memory_alloc",
+        size_of::<MemoryAlloc>(),
+        &[
+            ("owner", offset_of!(MemoryAlloc, owner)),
+            ("type", offset_of!(MemoryAlloc, kind)),
+            ("flags", offset_of!(MemoryAlloc, flags)),
+            ("width", offset_of!(MemoryAlloc, width)),
+            ("height", offset_of!(MemoryAlloc, height)),
+            ("pitch", offset_of!(MemoryAlloc, pitch)),
+            ("attr", offset_of!(MemoryAlloc, attr)),
+            ("attr2", offset_of!(MemoryAlloc, attr2)),
+            ("format", offset_of!(MemoryAlloc, format)),
+            ("comprCovg", offset_of!(MemoryAlloc, compr_covg)),
+            ("zcullCovg", offset_of!(MemoryAlloc, zcull_covg)),
+            ("rangeLo", offset_of!(MemoryAlloc, range_lo)),
+            ("rangeHi", offset_of!(MemoryAlloc, range_hi)),
+            ("size", offset_of!(MemoryAlloc, size)),
+            ("alignment", offset_of!(MemoryAlloc, alignment)),
+            ("offset", offset_of!(MemoryAlloc, offset)),
+            ("limit", offset_of!(MemoryAlloc, limit)),
+            ("address", offset_of!(MemoryAlloc, address)),
+            ("ctagOffset", offset_of!(MemoryAlloc, ctag_offset)),
+            ("hVASpace", offset_of!(MemoryAlloc, h_va_space)),
+            ("internalflags", offset_of!(MemoryAlloc, internal_flags)),
+            ("tag", offset_of!(MemoryAlloc, tag)),
+            ("numaNode", offset_of!(MemoryAlloc, numa_node)),
+        ],
+    );
+    pin(
+        &r["UVM_INITIALIZE_PARAMS"],
+        "uvm_initialize",
+        size_of::<uvm::Initialize>(),
+        &[
+            ("flags", offset_of!(uvm::Initialize, flags)),
+            ("rmStatus", offset_of!(uvm::Initialize, status)),
+        ],
+    );
+    pin(
+        &r["UVM_MM_INITIALIZE_PARAMS"],
+        "uvm_mm_initialize",
+        size_of::<uvm::MmInitialize>(),
+        &[
+            ("uvmFd", offset_of!(uvm::MmInitialize, uvm_fd)),
+            ("rmStatus", offset_of!(uvm::MmInitialize, status)),
+        ],
+    );
+    pin(
+        &r["UVM_REGISTER_GPU_PARAMS"],
+        "uvm_register_gpu",
+        size_of::<uvm::RegisterGpu>(),
+        &[
+            ("gpu_uuid", offset_of!(uvm::RegisterGpu, uuid)),
+            ("numaEnabled", offset_of!(uvm::RegisterGpu, numa_enabled)),
+            ("numaNodeId", offset_of!(uvm::RegisterGpu, numa_node_id)),
+            ("rmCtrlFd", offset_of!(uvm::RegisterGpu, rm_ctrl_fd)),
+            ("hClient", offset_of!(uvm::RegisterGpu, h_client)),
+            ("hSmcPartRef", offset_of!(uvm::RegisterGpu, h_smc_part_ref)),
+            ("rmStatus", offset_of!(uvm::RegisterGpu, status)),
+        ],
+    );
+    pin(
+        &r["UVM_REGISTER_GPU_VASPACE_PARAMS"],
+        "uvm_register_gpu_vaspace",
+        size_of::<uvm::RegisterGpuVaSpace>(),
+        &[
+            ("gpuUuid", offset_of!(uvm::RegisterGpuVaSpace, uuid)),
+            ("rmCtrlFd", offset_of!(uvm::RegisterGpuVaSpace, rm_ctrl_fd)),
+            ("hClient", offset_of!(uvm::RegisterGpuVaSpace, h_client)),
+            ("hVaSpace", offset_of!(uvm::RegisterGpuVaSpace, h_va_space)),
+            ("rmStatus", offset_of!(uvm::RegisterGpuVaSpace, status)),
+        ],
+    );
+    pin(
+        &r["UVM_CREATE_EXTERNAL_RANGE_PARAMS"],
+        "uvm_create_external_range",
+        size_of::<uvm::CreateExternalRange>(),
+        &[
+            ("base", offset_of!(uvm::CreateExternalRange, base)),
+            ("length", offset_of!(uvm::CreateExternalRange, length)),
+            ("rmStatus", offset_of!(uvm::CreateExternalRange, status)),
+        ],
+    );
+    pin(
+        &r["UvmGpuMappingAttributes"],
+        "uvm_mapping_attributes",
+        size_of::<uvm::GpuMappingAttributes>(),
+        &[
+            ("gpuUuid", offset_of!(uvm::GpuMappingAttributes, uuid)),
+            (
+                "gpuMappingType",
+                offset_of!(uvm::GpuMappingAttributes, mapping_type),
+            ),
+            (
+                "gpuCachingType",
+                offset_of!(uvm::GpuMappingAttributes, caching_type),
+            ),
+            (
+                "gpuFormatType",
+                offset_of!(uvm::GpuMappingAttributes, format_type),
+            ),
+            (
+                "gpuElementBits",
+                offset_of!(uvm::GpuMappingAttributes, element_bits),
+            ),
+            (
+                "gpuCompressionType",
+                offset_of!(uvm::GpuMappingAttributes, compression_type),
+            ),
+        ],
+    );
+    pin(
+        &r["UVM_MAP_EXTERNAL_ALLOCATION_PARAMS"],
+        "uvm_map_external_allocation",
+        size_of::<uvm::MapExternalAllocation>(),
+        &[
+            ("base", offset_of!(uvm::MapExternalAllocation, base)),
+            ("length", offset_of!(uvm::MapExternalAllocation, length)),
+            ("offset", offset_of!(uvm::MapExternalAllocation, offset)),
+            (
+                "perGpuAttributes",
+                offset_of!(uvm::MapExternalAllocation, per_gpu),
+            ),
+            (
+                "gpuAttributesCount",
+                offset_of!(uvm::MapExternalAllocation, count),
+            ),
+            (
+                "rmCtrlFd",
+                offset_of!(uvm::MapExternalAllocation, rm_ctrl_fd),
+            ),
+            ("hClient", offset_of!(uvm::MapExternalAllocation, h_client)),
+            ("hMemory", offset_of!(uvm::MapExternalAllocation, h_memory)),
+            ("rmStatus", offset_of!(uvm::MapExternalAllocation, status)),
+        ],
+    );
+    pin(
+        &r["UVM_FREE_PARAMS"],
+        "uvm_free",
+        size_of::<uvm::Free>(),
+        &[
+            ("base", offset_of!(uvm::Free, base)),
+            ("length", offset_of!(uvm::Free, length)),
+            ("rmStatus", offset_of!(uvm::Free, status)),
+        ],
+    );
+    let numbers: &[(&str, u64)] = &[
+        ("FERMI_VASPACE_A", u64::from(rm::class::FERMI_VASPACE_A)),
+        (
+            "NV01_MEMORY_LOCAL_USER",
+            u64::from(rm::class::NV1_MEMORY_USER),
+        ),
+        (
+            "NV2080_CTRL_CMD_GPU_GET_GID_INFO",
+            u64::from(control::GPU_GET_GID_INFO),
+        ),
+        (
+            "NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED",
+            u64::from(rm::vaspace::IS_EXTERNALLY_OWNED),
+        ),
+        (
+            "NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING",
+            u64::from(rm::vaspace::ENABLE_PAGE_FAULTING),
+        ),
+        (
+            "NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY",
+            u64::from(rm::GID_FORMAT_BINARY),
+        ),
+        ("UVM_INITIALIZE", uvm::INITIALIZE),
+        ("UVM_MM_INITIALIZE", uvm::MM_INITIALIZE),
+        ("UVM_REGISTER_GPU", uvm::REGISTER_GPU),
+        ("UVM_REGISTER_GPU_VASPACE", uvm::REGISTER_GPU_VASPACE),
+        ("UVM_CREATE_EXTERNAL_RANGE", uvm::CREATE_EXTERNAL_RANGE),
+        ("UVM_MAP_EXTERNAL_ALLOCATION", uvm::MAP_EXTERNAL_ALLOCATION),
+        ("UVM_FREE", uvm::FREE),
+    ];
+    for (name, ours) in numbers {
+        assert_eq!(c[name].as_u64(), Some(*ours), "{name}");
+    }
+}
