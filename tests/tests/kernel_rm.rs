@@ -128,6 +128,107 @@ fn video_memory_is_mapped_for_the_gpu_and_through_bar1_for_the_cpu() {
     }
 }
 
+/// Read a u64 the GPU writes, through a CPU mapping.
+fn read_u64(map: &dyn macuda_gsp::kernel::RmMapping, offset: usize) -> u64 {
+    assert!(offset + 8 <= map.len());
+    // SAFETY: inside the mapping (checked); volatile, the GPU writes it.
+    unsafe { std::ptr::read_volatile(map.as_ptr().add(offset).cast::<u64>()) }
+}
+
+#[test]
+fn copy_and_compute_channels_release_semaphores_the_host_sees() {
+    use macuda_hw::methods::{compute, copy, host};
+    use macuda_hw::push::{SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY};
+    use macuda_submit::pushbuf::PushBuffer;
+    if !gpu_present() {
+        return;
+    }
+    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
+    let user = rm.usermode().unwrap();
+    let mut space = rm.va_space().unwrap();
+    let group = rm.channel_group(&space).unwrap();
+    let copy_class = rm
+        .pick_class(
+            "copy",
+            &[copy::BLACKWELL_DMA_COPY_B, copy::HOPPER_DMA_COPY_A],
+        )
+        .unwrap();
+    let compute_class = rm
+        .pick_class(
+            "compute",
+            &[compute::BLACKWELL_COMPUTE_B, compute::HOPPER_COMPUTE_A],
+        )
+        .unwrap();
+    let mut compute_ch = rm.channel(&mut space, &group, compute_class, 1024).unwrap();
+    let mut copy_ch = rm.channel(&mut space, &group, copy_class, 1024).unwrap();
+    rm.schedule(&group).unwrap();
+    eprintln!(
+        "tokens: compute {:#x}, copy {:#x}",
+        compute_ch.token, copy_ch.token
+    );
+    let sem = rm.alloc_vram(&mut space, 4096, true).unwrap();
+    let cmds = rm.alloc_vram(&mut space, 64 << 10, true).unwrap();
+    let sem_map = sem.cpu.as_ref().unwrap();
+    let cmd_map = cmds.cpu.as_ref().unwrap();
+    // Stale video memory: clear the two timeline words first.
+    for at in [0usize, 16] {
+        // SAFETY: inside the mapping.
+        unsafe { std::ptr::write_volatile(sem_map.as_ptr().add(at).cast::<u64>(), 0) };
+    }
+    let mut place = 0usize;
+    let mut submit = |ch: &mut macuda_gsp::kernel::GpfifoChannel, pb: &PushBuffer| {
+        let bytes: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+        // SAFETY: inside the command buffer's mapping (64 KiB, two small
+        // push buffers).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), cmd_map.as_ptr().add(place), bytes.len())
+        };
+        let va = cmds.va + place as u64;
+        place = (place + bytes.len()).next_multiple_of(256);
+        ch.submit(&user, va, u32::try_from(pb.words().len()).unwrap())
+            .unwrap();
+    };
+    let bind = |pb: &mut PushBuffer, subchannel: u8, class: u32| {
+        pb.method(
+            subchannel,
+            host::SET_OBJECT::BYTE_OFFSET,
+            host::SET_OBJECT::NVCLASS.set(0, class),
+        )
+        .unwrap();
+    };
+    let mut pb = PushBuffer::new();
+    bind(&mut pb, SUBCHANNEL_COMPUTE, compute_class);
+    pb.host_semaphore(sem.va, 0x1234_5678_9ABC, false).unwrap();
+    submit(&mut compute_ch, &pb);
+    let mut pb = PushBuffer::new();
+    bind(&mut pb, SUBCHANNEL_COPY, copy_class);
+    pb.host_semaphore(sem.va + 16, 0xFEED_0000_0001, false)
+        .unwrap();
+    submit(&mut copy_ch, &pb);
+    let started = std::time::Instant::now();
+    let mut seen = (0, 0);
+    while started.elapsed() < std::time::Duration::from_secs(5) {
+        seen = (
+            read_u64(sem_map.as_ref(), 0),
+            read_u64(sem_map.as_ref(), 16),
+        );
+        if seen == (0x1234_5678_9ABC, 0xFEED_0000_0001) {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    eprintln!(
+        "semaphores {:#x} {:#x} after {:?}; GP_GET compute {} copy {}",
+        seen.0,
+        seen.1,
+        started.elapsed(),
+        compute_ch.gp_get(),
+        copy_ch.gp_get()
+    );
+    assert_eq!(seen, (0x1234_5678_9ABC, 0xFEED_0000_0001));
+    assert_eq!((compute_ch.gp_get(), copy_ch.gp_get()), (1, 1));
+}
+
 // Against the fake of the ioctl layer: run everywhere, CI included.
 
 #[test]

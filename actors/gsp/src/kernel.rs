@@ -8,11 +8,14 @@
 //! it: the RM status in the structure is the real answer, so every call
 //! checks both.
 
+use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::methods::usermode;
+use macuda_hw::push::{USERD_BYTES, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::rm::{
-    self, class, control, escape, fb_info, uvm, ArchInfo, BuildVersionV2, CardInfo, ClassListV2,
-    DeviceAlloc, FbInfoV2, GidInfo, GpuIdInfoV2, GpuNameString, MapMemory, MemoryAlloc, PciInfo,
-    RegisterFd, RmAlloc, RmControl, RmFree, SubdeviceAlloc, VaSpaceAlloc, CARD_INFO_ENTRIES,
+    self, class, control, escape, fb_info, uvm, ArchInfo, BuildVersionV2, CardInfo, ChannelAlloc,
+    ChannelGroupAlloc, ClassListV2, CtxShareAlloc, DeviceAlloc, FbInfoV2, GidInfo, GpfifoSchedule,
+    GpuIdInfoV2, GpuNameString, MapMemory, MemoryAlloc, PciInfo, RegisterFd, RmAlloc, RmControl,
+    RmFree, SubdeviceAlloc, VaSpaceAlloc, WorkSubmitToken, CARD_INFO_ENTRIES,
 };
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -50,6 +53,88 @@ pub struct VramBuffer {
     pub va: u64,
     pub bytes: u64,
     pub cpu: Option<Box<dyn RmMapping>>,
+}
+
+/// GPFIFO channel classes we drive, preferred first.
+pub const GPFIFO_CLASSES: &[u32] = &[
+    class::BLACKWELL_CHANNEL_GPFIFO_A,
+    class::HOPPER_CHANNEL_GPFIFO_A,
+];
+/// VA reserved for each channel's context buffers (UVM maps them there).
+const CHANNEL_VA_WINDOW: u64 = 64 << 20;
+
+/// A channel group with its subcontext and error notifier.
+pub struct ChannelGroup {
+    pub handle: u32,
+    pub context_share: u32,
+    pub notifier: u32,
+}
+
+/// A GPFIFO channel whose ring and USERD the CPU writes.
+pub struct GpfifoChannel {
+    pub handle: u32,
+    pub engine: u32,
+    pub engine_class: u32,
+    /// What the doorbell takes to run this channel.
+    pub token: u32,
+    pub entries: u32,
+    userd_offset: u64,
+    memory: VramBuffer,
+    put: u32,
+}
+
+impl GpfifoChannel {
+    fn cpu(&self) -> *mut u8 {
+        // The channel memory is always allocated with a CPU mapping.
+        self.memory
+            .cpu
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |m| m.as_ptr())
+    }
+
+    /// Hand a push buffer (GPU VA, length in dwords) to the engine: the
+    /// GP entry at GP_PUT, GP_PUT past it in USERD, then the doorbell.
+    ///
+    /// # Errors
+    /// A push buffer the GP entry cannot describe.
+    pub fn submit(
+        &mut self,
+        usermode: &Usermode,
+        push_va: u64,
+        dwords: u32,
+    ) -> Result<(), macuda_hw::push::FormatError> {
+        let entry = macuda_hw::push::GpEntry::subroutine(push_va, dwords)?.encode();
+        let base = self.cpu();
+        let slot = u64::from(self.put) * ENTRY_BYTES;
+        self.put = (self.put + 1) % self.entries;
+        // SAFETY: the ring and USERD lie inside the channel memory's CPU
+        // mapping (entries x 8 bytes, then USERD); volatile stores to
+        // device memory.
+        unsafe {
+            std::ptr::write_volatile(base.add(slot as usize).cast::<u64>(), entry);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            std::ptr::write_volatile(
+                base.add((self.userd_offset + USERD_GP_PUT) as usize)
+                    .cast::<u32>(),
+                self.put,
+            );
+        }
+        usermode.ring(self.token);
+        Ok(())
+    }
+
+    /// GP_GET as the engine last reported it in USERD.
+    pub fn gp_get(&self) -> u32 {
+        // SAFETY: inside the channel memory's CPU mapping; volatile, the
+        // engine writes it.
+        unsafe {
+            std::ptr::read_volatile(
+                self.cpu()
+                    .add((self.userd_offset + USERD_GP_GET) as usize)
+                    .cast::<u32>(),
+            )
+        }
+    }
 }
 
 /// Usermode classes we drive, preferred first.
@@ -668,6 +753,118 @@ impl KernelRm {
             bytes: size,
             cpu,
         })
+    }
+
+    /// A channel group on the compute engine with one subcontext in
+    /// `space`, and its error notifier.
+    ///
+    /// # Errors
+    /// RM refusing an allocation.
+    pub fn channel_group(&self, space: &GpuVaSpace) -> Result<ChannelGroup, KernelRmError> {
+        let mut notifier = MemoryAlloc {
+            owner: self.client,
+            kind: rm::memory::TYPE_NOTIFIER,
+            flags: rm::memory::FLAG_IGNORE_BANK_PLACEMENT
+                | rm::memory::FLAG_ALIGNMENT_FORCE
+                | rm::memory::FLAG_MEMORY_HANDLE_PROVIDED
+                | rm::memory::FLAG_MAP_NOT_REQUIRED,
+            attr: rm::memory::ATTR_ALLOW_NONCONTIGUOUS | rm::memory::ATTR_LOCATION_PCI,
+            attr2: rm::memory::ATTR2_PREFER_NO_ZBC | rm::memory::ATTR2_GPU_UNCACHED,
+            size: PAGE_4K,
+            alignment: PAGE_4K,
+            limit: PAGE_4K - 1,
+            ..MemoryAlloc::default()
+        };
+        let notifier = self.alloc(self.device, class::NV1_MEMORY_SYSTEM, Some(&mut notifier))?;
+        let mut tsg = ChannelGroupAlloc {
+            engine_type: rm::ENGINE_TYPE_GR0,
+            ..ChannelGroupAlloc::default()
+        };
+        let group = self.alloc(self.device, class::KEPLER_CHANNEL_GROUP_A, Some(&mut tsg))?;
+        let mut ctx = CtxShareAlloc {
+            h_va_space: space.handle,
+            flags: rm::CTXSHARE_SUBCONTEXT_ASYNC,
+            subctx_id: 0,
+        };
+        let context_share = self.alloc(group, class::FERMI_CONTEXT_SHARE_A, Some(&mut ctx))?;
+        Ok(ChannelGroup {
+            handle: group,
+            context_share,
+            notifier,
+        })
+    }
+
+    /// A GPFIFO channel in `group` with an object of `engine_class` on it:
+    /// its ring and USERD in video memory the CPU writes through BAR1, its
+    /// work-submit token, and its context buffers mapped through UVM.
+    ///
+    /// # Errors
+    /// RM or UVM refusing a step.
+    pub fn channel(
+        &self,
+        space: &mut GpuVaSpace,
+        group: &ChannelGroup,
+        engine_class: u32,
+        entries: u32,
+    ) -> Result<GpfifoChannel, KernelRmError> {
+        let gpfifo_class = self.pick_class("GPFIFO channel", GPFIFO_CLASSES)?;
+        let ring_bytes = u64::from(entries) * ENTRY_BYTES;
+        let userd_offset = ring_bytes.next_multiple_of(USERD_BYTES);
+        let memory = self.alloc_vram(space, userd_offset + USERD_BYTES, true)?;
+        let mut params = ChannelAlloc {
+            h_object_error: group.notifier,
+            h_object_buffer: memory.handle,
+            gp_fifo_offset: memory.va,
+            gp_fifo_entries: entries,
+            h_context_share: group.context_share,
+            ..ChannelAlloc::default()
+        };
+        params.h_userd_memory[0] = memory.handle;
+        params.userd_offset[0] = userd_offset;
+        let handle = self.alloc(group.handle, gpfifo_class, Some(&mut params))?;
+        let engine = self.alloc(handle, engine_class, None::<&mut ()>)?;
+        let mut token = WorkSubmitToken { token: u32::MAX };
+        self.control(handle, control::GPFIFO_GET_WORK_SUBMIT_TOKEN, &mut token)?;
+        let window = space.next_va.next_multiple_of(PAGE_2M);
+        space.next_va = window + CHANNEL_VA_WINDOW;
+        let mut reg = [uvm::RegisterChannel {
+            uuid: space.uuid,
+            rm_ctrl_fd: self.ctl.fd(),
+            h_client: self.client,
+            h_channel: handle,
+            base: window,
+            length: CHANNEL_VA_WINDOW,
+            ..uvm::RegisterChannel::default()
+        }];
+        raw_ioctl(
+            space.uvm.as_ref(),
+            uvm::REGISTER_CHANNEL,
+            &mut reg,
+            "UVM_REGISTER_CHANNEL",
+        )?;
+        check(reg[0].status, "registering the channel with UVM")?;
+        Ok(GpfifoChannel {
+            handle,
+            engine,
+            engine_class,
+            token: token.token,
+            entries,
+            userd_offset,
+            memory,
+            put: 0,
+        })
+    }
+
+    /// Let the group's channels run.
+    ///
+    /// # Errors
+    /// RM refusing.
+    pub fn schedule(&self, group: &ChannelGroup) -> Result<(), KernelRmError> {
+        let mut s = GpfifoSchedule {
+            enable: 1,
+            ..GpfifoSchedule::default()
+        };
+        self.control(group.handle, control::GPFIFO_SCHEDULE, &mut s)
     }
 
     /// What the GPU is: name, chip, video memory, driver.

@@ -38,6 +38,12 @@ pub mod class {
     /// Video memory (NV01_MEMORY_LOCAL_USER).
     pub const NV1_MEMORY_USER: u32 = 0x40;
     pub const FERMI_VASPACE_A: u32 = 0x90F1;
+    /// System memory RM allocates (NV01_MEMORY_SYSTEM).
+    pub const NV1_MEMORY_SYSTEM: u32 = 0x3E;
+    pub const KEPLER_CHANNEL_GROUP_A: u32 = 0xA06C;
+    pub const FERMI_CONTEXT_SHARE_A: u32 = 0x9067;
+    pub const HOPPER_CHANNEL_GPFIFO_A: u32 = 0xC86F;
+    pub const BLACKWELL_CHANNEL_GPFIFO_A: u32 = 0xC96F;
 }
 
 /// Control commands: the class in the top 16 bits, then category and index.
@@ -49,6 +55,10 @@ pub mod control {
     pub const GPU_GET_GID_INFO: u32 = 0x2080_014A;
     pub const FB_GET_INFO_V2: u32 = 0x2080_1303;
     pub const MC_GET_ARCH_INFO: u32 = 0x2080_1701;
+    /// On a channel (the Volta control, accepted by later channel classes).
+    pub const GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
+    /// On a channel group.
+    pub const GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
 }
 
 /// `NV_STATUS` codes RM answers with, and their names.
@@ -447,6 +457,13 @@ pub mod memory {
     pub const ATTR2_HUGE_2MB: u32 = 1 << 20;
     /// PTE kind GENERIC_MEMORY on GH100.
     pub const FORMAT_GENERIC: u32 = 6;
+    pub const TYPE_NOTIFIER: u32 = 13;
+    /// attr PHYSICALITY (28:27) = CONTIGUOUS.
+    pub const ATTR_CONTIGUOUS: u32 = 2 << 27;
+    /// attr LOCATION (26:25) = PCI (system memory).
+    pub const ATTR_LOCATION_PCI: u32 = 1 << 25;
+    /// attr2 GPU_CACHEABLE (3:2) = NO.
+    pub const ATTR2_GPU_UNCACHED: u32 = 2 << 2;
 }
 
 /// The UVM driver (/dev/nvidia-uvm): its ioctl request is the bare command
@@ -460,6 +477,21 @@ pub mod uvm {
     pub const MAP_EXTERNAL_ALLOCATION: u64 = 33;
     pub const FREE: u64 = 34;
     pub const CREATE_EXTERNAL_RANGE: u64 = 73;
+    pub const REGISTER_CHANNEL: u64 = 27;
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct RegisterChannel {
+        pub uuid: [u8; 16],
+        pub rm_ctrl_fd: i32,
+        pub h_client: u32,
+        pub h_channel: u32,
+        pub _pad: u32,
+        pub base: u64,
+        pub length: u64,
+        pub status: u32,
+        pub _pad2: u32,
+    }
     /// Mapping attribute entries (32 devices x 8 MIG sub-processors).
     pub const MAX_GPU_ATTRIBUTES: usize = 256;
     /// gpuMappingType ReadWriteAtomic.
@@ -562,6 +594,96 @@ pub mod uvm {
         pub status: u32,
         pub _pad: u32,
     }
+}
+
+/// `NV2080_ENGINE_TYPE_GR0`: the graphics/compute engine a channel group
+/// runs on.
+pub const ENGINE_TYPE_GR0: u32 = 1;
+
+/// `NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChannelGroupAlloc {
+    pub h_object_error: u32,
+    pub h_object_ecc_error: u32,
+    pub h_va_space: u32,
+    pub engine_type: u32,
+    pub is_vgpu_plugin: u8,
+    pub _pad: [u8; 3],
+}
+
+/// `NV_CTXSHARE_ALLOCATION_PARAMETERS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CtxShareAlloc {
+    pub h_va_space: u32,
+    pub flags: u32,
+    /// Out: the subcontext (VEID).
+    pub subctx_id: u32,
+}
+
+/// Context-share flags: a subcontext of its own (VEID > 0).
+pub const CTXSHARE_SUBCONTEXT_ASYNC: u32 = 1;
+
+/// `NV_MEMORY_DESC_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryDesc {
+    pub base: u64,
+    pub size: u64,
+    pub address_space: u32,
+    pub cache_attrib: u32,
+}
+
+/// `NV_CHANNEL_ALLOC_PARAMS` (= NV_CHANNELGPFIFO_ALLOCATION_PARAMETERS).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChannelAlloc {
+    pub h_object_error: u32,
+    pub h_object_buffer: u32,
+    /// GPU VA of the ring.
+    pub gp_fifo_offset: u64,
+    pub gp_fifo_entries: u32,
+    pub flags: u32,
+    pub h_context_share: u32,
+    pub h_va_space: u32,
+    pub h_userd_memory: [u32; 8],
+    pub userd_offset: [u64; 8],
+    pub engine_type: u32,
+    pub cid: u32,
+    pub sub_device_id: u32,
+    pub h_object_ecc_error: u32,
+    pub instance_mem: MemoryDesc,
+    pub userd_mem: MemoryDesc,
+    pub ramfc_mem: MemoryDesc,
+    pub mthdbuf_mem: MemoryDesc,
+    pub h_phys_channel_group: u32,
+    pub internal_flags: u32,
+    pub error_notifier_mem: MemoryDesc,
+    pub ecc_error_notifier_mem: MemoryDesc,
+    pub process_id: u32,
+    pub sub_process_id: u32,
+    pub encrypt_iv: [u32; 3],
+    pub decrypt_iv: [u32; 3],
+    pub hmac_nonce: [u32; 8],
+    pub tpc_config_id: u32,
+    pub _pad: u32,
+}
+
+/// `NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WorkSubmitToken {
+    pub token: u32,
+}
+
+/// `NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GpfifoSchedule {
+    pub enable: u8,
+    pub skip_submit: u8,
+    pub skip_enable: u8,
 }
 
 /// A NUL-terminated byte string from a parameter structure.

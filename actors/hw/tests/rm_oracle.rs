@@ -520,3 +520,167 @@ fn memory_and_uvm_structures_match_the_reference_and_oracle() {
         assert_eq!(c[name].as_u64(), Some(*ours), "{name}");
     }
 }
+
+#[test]
+fn channel_structures_match_the_oracle_and_reference() {
+    use macuda_hw::rm::uvm;
+    let d = data();
+    let (r, s, c) = (&d["reference"], &d["structs"], &d["constants"]);
+    pin(
+        &s["struct_NV_CHANNEL_ALLOC_PARAMS"],
+        "channel_alloc",
+        size_of::<ChannelAlloc>(),
+        &[
+            ("hObjectError", offset_of!(ChannelAlloc, h_object_error)),
+            ("hObjectBuffer", offset_of!(ChannelAlloc, h_object_buffer)),
+            ("gpFifoOffset", offset_of!(ChannelAlloc, gp_fifo_offset)),
+            ("gpFifoEntries", offset_of!(ChannelAlloc, gp_fifo_entries)),
+            ("flags", offset_of!(ChannelAlloc, flags)),
+            ("hContextShare", offset_of!(ChannelAlloc, h_context_share)),
+            ("hVASpace", offset_of!(ChannelAlloc, h_va_space)),
+            ("hUserdMemory", offset_of!(ChannelAlloc, h_userd_memory)),
+            ("userdOffset", offset_of!(ChannelAlloc, userd_offset)),
+            ("engineType", offset_of!(ChannelAlloc, engine_type)),
+            ("cid", offset_of!(ChannelAlloc, cid)),
+            ("subDeviceId", offset_of!(ChannelAlloc, sub_device_id)),
+            (
+                "hObjectEccError",
+                offset_of!(ChannelAlloc, h_object_ecc_error),
+            ),
+            ("instanceMem", offset_of!(ChannelAlloc, instance_mem)),
+            ("userdMem", offset_of!(ChannelAlloc, userd_mem)),
+            ("ramfcMem", offset_of!(ChannelAlloc, ramfc_mem)),
+            ("mthdbufMem", offset_of!(ChannelAlloc, mthdbuf_mem)),
+            (
+                "hPhysChannelGroup",
+                offset_of!(ChannelAlloc, h_phys_channel_group),
+            ),
+            ("internalFlags", offset_of!(ChannelAlloc, internal_flags)),
+            (
+                "errorNotifierMem",
+                offset_of!(ChannelAlloc, error_notifier_mem),
+            ),
+            (
+                "eccErrorNotifierMem",
+                offset_of!(ChannelAlloc, ecc_error_notifier_mem),
+            ),
+            ("ProcessID", offset_of!(ChannelAlloc, process_id)),
+            ("SubProcessID", offset_of!(ChannelAlloc, sub_process_id)),
+            ("encryptIv", offset_of!(ChannelAlloc, encrypt_iv)),
+            ("decryptIv", offset_of!(ChannelAlloc, decrypt_iv)),
+            ("hmacNonce", offset_of!(ChannelAlloc, hmac_nonce)),
+            ("tpcConfigID", offset_of!(ChannelAlloc, tpc_config_id)),
+        ],
+    );
+    pin(
+        &s["struct_NV_MEMORY_DESC_PARAMS"],
+        "memory_desc",
+        size_of::<MemoryDesc>(),
+        &[
+            ("base", offset_of!(MemoryDesc, base)),
+            ("size", offset_of!(MemoryDesc, size)),
+            ("addressSpace", offset_of!(MemoryDesc, address_space)),
+            ("cacheAttrib", offset_of!(MemoryDesc, cache_attrib)),
+        ],
+    );
+    pin(
+        &s["struct_NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS"],
+        "work_submit_token",
+        size_of::<WorkSubmitToken>(),
+        &[("workSubmitToken", offset_of!(WorkSubmitToken, token))],
+    );
+    pin(
+        &r["NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS"],
+        "channel_group",
+        size_of::<ChannelGroupAlloc>(),
+        &[
+            (
+                "hObjectError",
+                offset_of!(ChannelGroupAlloc, h_object_error),
+            ),
+            (
+                "hObjectEccError",
+                offset_of!(ChannelGroupAlloc, h_object_ecc_error),
+            ),
+            ("hVASpace", offset_of!(ChannelGroupAlloc, h_va_space)),
+            ("engineType", offset_of!(ChannelGroupAlloc, engine_type)),
+            (
+                "bIsCallingContextVgpuPlugin",
+                offset_of!(ChannelGroupAlloc, is_vgpu_plugin),
+            ),
+        ],
+    );
+    pin(
+        &r["NV_CTXSHARE_ALLOCATION_PARAMETERS"],
+        "ctxshare",
+        size_of::<CtxShareAlloc>(),
+        &[
+            ("hVASpace", offset_of!(CtxShareAlloc, h_va_space)),
+            ("flags", offset_of!(CtxShareAlloc, flags)),
+            ("subctxId", offset_of!(CtxShareAlloc, subctx_id)),
+        ],
+    );
+    pin(
+        &r["NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS"],
+        "schedule",
+        size_of::<GpfifoSchedule>(),
+        &[
+            ("bEnable", offset_of!(GpfifoSchedule, enable)),
+            ("bSkipSubmit", offset_of!(GpfifoSchedule, skip_submit)),
+            ("bSkipEnable", offset_of!(GpfifoSchedule, skip_enable)),
+        ],
+    );
+    pin(
+        &r["UVM_REGISTER_CHANNEL_PARAMS"],
+        "uvm_register_channel",
+        size_of::<uvm::RegisterChannel>(),
+        &[
+            ("gpuUuid", offset_of!(uvm::RegisterChannel, uuid)),
+            ("rmCtrlFd", offset_of!(uvm::RegisterChannel, rm_ctrl_fd)),
+            ("hClient", offset_of!(uvm::RegisterChannel, h_client)),
+            ("hChannel", offset_of!(uvm::RegisterChannel, h_channel)),
+            ("base", offset_of!(uvm::RegisterChannel, base)),
+            ("length", offset_of!(uvm::RegisterChannel, length)),
+            ("rmStatus", offset_of!(uvm::RegisterChannel, status)),
+        ],
+    );
+    let numbers: &[(&str, u64)] = &[
+        (
+            "KEPLER_CHANNEL_GROUP_A",
+            u64::from(rm::class::KEPLER_CHANNEL_GROUP_A),
+        ),
+        (
+            "FERMI_CONTEXT_SHARE_A",
+            u64::from(rm::class::FERMI_CONTEXT_SHARE_A),
+        ),
+        (
+            "HOPPER_CHANNEL_GPFIFO_A",
+            u64::from(rm::class::HOPPER_CHANNEL_GPFIFO_A),
+        ),
+        (
+            "BLACKWELL_CHANNEL_GPFIFO_A",
+            u64::from(rm::class::BLACKWELL_CHANNEL_GPFIFO_A),
+        ),
+        (
+            "NV01_MEMORY_SYSTEM",
+            u64::from(rm::class::NV1_MEMORY_SYSTEM),
+        ),
+        (
+            "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN",
+            u64::from(control::GPFIFO_GET_WORK_SUBMIT_TOKEN),
+        ),
+        (
+            "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE",
+            u64::from(control::GPFIFO_SCHEDULE),
+        ),
+        ("NV2080_ENGINE_TYPE_GR0", u64::from(rm::ENGINE_TYPE_GR0)),
+        (
+            "NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC",
+            u64::from(rm::CTXSHARE_SUBCONTEXT_ASYNC),
+        ),
+        ("UVM_REGISTER_CHANNEL", uvm::REGISTER_CHANNEL),
+    ];
+    for (name, ours) in numbers {
+        assert_eq!(c[name].as_u64(), Some(*ours), "{name}");
+    }
+}
