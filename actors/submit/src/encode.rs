@@ -211,14 +211,15 @@ impl DeviceFormat {
         };
     }
 
-    /// The chain's tail releases the compute timeline.
+    /// The chain's tail releases the compute timeline (the low 32 bits;
+    /// see [`DeviceFormat::release_qmd`]).
     pub fn release(d: &mut LaunchDescriptor, semaphore: u64, value: u64) {
         d.releases[0] = ReleaseSlot {
             enable: true,
             address: semaphore,
-            payload: value,
+            payload: value & u64::from(u32::MAX),
             structure_size: StructureSize::OneWord,
-            payload64b: true,
+            payload64b: false,
             ..ReleaseSlot::default()
         };
     }
@@ -369,21 +370,29 @@ impl DeviceFormat {
         q.set(pointer, (next_qmd >> 8) as u32)
     }
 
-    /// The chain's tail releases the compute timeline (64-bit payload).
+    /// The chain's tail releases the compute timeline: one 32-bit word.
+    /// On the H200 a 64-bit payload in a one-word release makes SKED kill
+    /// the channel (Xid 13, SKEDCHECKXX_MISC); the semaphore's high word is
+    /// zeroed at start and never written, so the 64-bit timeline reads
+    /// exact up to 2^32 - 1 chains.
     ///
     /// # Errors
-    /// An address the fields cannot hold.
+    /// An address the fields cannot hold, or a value past 32 bits.
     pub fn release_qmd(&self, q: &mut Qmd, semaphore: u64, value: u64) -> Result<(), FormatError> {
         let r = &self.qmd.layout().releases[0];
+        let payload = u32::try_from(value).map_err(|_| FormatError::TooWide {
+            field: FieldName::plain("RELEASE_PAYLOAD (one word)"),
+            value,
+            bits: 32,
+        })?;
         q.set(r.enable, 1)?;
         q.set(r.structure_size, StructureSize::OneWord as u32)?;
-        q.set(r.payload64b, 1)?;
+        q.set(r.payload64b, 0)?;
         let (lo, hi) = split(semaphore, 0);
         q.set(r.addr_lower, lo)?;
         q.set(r.addr_upper, hi)?;
-        let (lo, hi) = split(value, 0);
-        q.set(r.payload_lower, lo)?;
-        q.set(r.payload_upper, hi)
+        q.set(r.payload_lower, payload)?;
+        q.set(r.payload_upper, 0)
     }
 }
 
@@ -500,10 +509,10 @@ mod tests {
             )
             .unwrap();
             f.link_qmd(&mut q, 0x4_0000_0100).unwrap();
-            f.release_qmd(&mut q, 0x5_0000_0000, 1 << 40).unwrap();
+            f.release_qmd(&mut q, 0x5_0000_0000, 1 << 20).unwrap();
             let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
             DeviceFormat::link(&mut d, 0x4_0000_0100);
-            DeviceFormat::release(&mut d, 0x5_0000_0000, 1 << 40);
+            DeviceFormat::release(&mut d, 0x5_0000_0000, 1 << 20);
             let mut full = Vec::new();
             f.encode(&d, &mut full).unwrap();
             let mut fast = vec![0u8; f.qmd_bytes() as usize];
@@ -549,6 +558,42 @@ mod tests {
             )
             .unwrap();
             assert_eq!(reused, full_cb, "sm_{sm}: bank 0 over a held template");
+        }
+    }
+
+    #[test]
+    fn the_tail_release_is_one_32_bit_word() {
+        for sm in [90, 120] {
+            let f = DeviceFormat::for_sm(sm).unwrap();
+            let mut k = kernel();
+            k.param_base = f.area.param_base;
+            let t = f.template(k.clone()).unwrap();
+            let shape = LaunchShape {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                dynamic_shared_bytes: 0,
+            };
+            let (mut q, mut cb) = (Qmd::new(f.qmd), vec![0u8; f.cbank0_bytes(&k) as usize]);
+            let params = vec![0u8; k.param_bytes as usize];
+            f.launch(
+                &t,
+                &shape,
+                &params,
+                &mut q,
+                slot(0x3_0000_0040, &mut cb, false),
+            )
+            .unwrap();
+            f.release_qmd(&mut q, 0x5_0000_0000, 7).unwrap();
+            let mut raw = vec![0u8; f.qmd_bytes() as usize];
+            qmd_bytes(&q, &mut raw);
+            let words: Vec<u32> = raw
+                .chunks(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let d = qmd::decode(f.qmd, &words).unwrap();
+            assert!(d.releases[0].enable && !d.releases[0].payload64b, "sm_{sm}");
+            assert_eq!(d.releases[0].payload, 7);
+            assert!(f.release_qmd(&mut q, 0x5_0000_0000, 1 << 32).is_err());
         }
     }
 
