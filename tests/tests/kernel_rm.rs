@@ -353,16 +353,16 @@ fn the_copy_engine_copies_and_fills_byte_exact() {
     );
 }
 
-fn vector_add_on_the_gpu(
-    variant: &dyn Fn(&mut macuda_hw::qmd::LaunchDescriptor),
-) -> Result<std::time::Duration, String> {
+/// `launches` chained launches of our vector_add over `n` floats: the
+/// first c = a + b, each next one c = c + b, linked QMD to QMD with the
+/// timeline release only on the last. Returns launch-to-release time.
+fn vector_adds_on_the_gpu(n_floats: usize, launches: usize) -> Result<std::time::Duration, String> {
     use macuda_hw::methods::{compute, host};
     use macuda_hw::push::SUBCHANNEL_COMPUTE;
     use macuda_loader::image::{place_params, Bases};
     use macuda_submit::encode::{qmd_bytes, Bank0Slot};
     use macuda_submit::pushbuf::PushBuffer;
     use macuda_submit::{DeviceFormat, KernelDesc, LaunchShape};
-    const N: usize = 16 << 20;
     let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
     let user = rm.usermode().unwrap();
     let mut space = rm.va_space().unwrap();
@@ -414,15 +414,22 @@ fn vector_add_on_the_gpu(
     };
 
     // Data: a, b on the GPU from the CPU through BAR1; c left stale.
-    let bytes = (N * 4) as u64;
+    let bytes = (n_floats * 4) as u64;
     let (a, b, c) = (
         rm.alloc_vram(&mut space, bytes, true).unwrap(),
         rm.alloc_vram(&mut space, bytes, true).unwrap(),
         rm.alloc_vram(&mut space, bytes, true).unwrap(),
     );
-    let av: Vec<f32> = (0..N).map(|i| i as f32 * 0.5).collect();
-    let bv: Vec<f32> = (0..N).map(|i| 1.0 - (i % 1000) as f32).collect();
-    let descs = rm.alloc_vram(&mut space, 64 << 10, true).unwrap();
+    let av: Vec<f32> = (0..n_floats).map(|i| i as f32 * 0.5).collect();
+    let bv: Vec<f32> = (0..n_floats).map(|i| 1.0 - (i % 1000) as f32).collect();
+    // Per launch: a 512-byte QMD slot and a 1 KiB bank-0 slot; then the
+    // push buffer.
+    let (qmd_stride, bank_stride) = (512usize, 1024usize);
+    let banks_at = launches * qmd_stride;
+    let cmd_at = banks_at + launches * bank_stride;
+    let descs = rm
+        .alloc_vram(&mut space, (cmd_at + 4096) as u64, true)
+        .unwrap();
     let sem = rm.alloc_vram(&mut space, 4096, true).unwrap();
     let put = |map: &dyn macuda_gsp::kernel::RmMapping, at: usize, data: &[u8]| {
         assert!(at + data.len() <= map.len());
@@ -433,60 +440,62 @@ fn vector_add_on_the_gpu(
     put(code.cpu.as_deref().unwrap(), 0, &image.code);
     put(a.cpu.as_deref().unwrap(), 0, &f32s(&av));
     put(b.cpu.as_deref().unwrap(), 0, &f32s(&bv));
-    put(c.cpu.as_deref().unwrap(), 0, &vec![0xFF; N * 4]);
+    put(c.cpu.as_deref().unwrap(), 0, &vec![0xFF; n_floats * 4]);
     put(sem.cpu.as_deref().unwrap(), 0, &[0; 8]);
 
     // Submit's formats: the QMD (V04 on sm_90) and bank 0 from the template.
     let format = DeviceFormat::for_sm(90).unwrap();
     let t = format.template(desc.clone()).unwrap();
-    let mut params = vec![0u8; k.param_bytes as usize];
-    let n = i32::try_from(N).unwrap();
-    place_params(
-        &mut params,
-        &k.name,
-        &k.params,
-        &[
-            &a.va.to_le_bytes(),
-            &b.va.to_le_bytes(),
-            &c.va.to_le_bytes(),
-            &n.to_le_bytes(),
-        ],
-    )
-    .unwrap();
+    let n = i32::try_from(n_floats).unwrap();
     let shape = LaunchShape {
-        grid: [u32::try_from(N / 256).unwrap(), 1, 1],
+        grid: [u32::try_from(n_floats.div_ceil(256)).unwrap(), 1, 1],
         block: [256, 1, 1],
         dynamic_shared_bytes: 0,
     };
-    let (bank_at, qmd_at) = (0usize, 4096usize);
-    let mut bank = vec![0u8; format.cbank0_bytes(&desc) as usize];
-    let mut qmd = macuda_hw::qmd::Qmd::new(format.qmd);
-    format
-        .launch(
-            &t,
-            &shape,
-            &params,
-            &mut qmd,
-            Bank0Slot {
-                address: descs.va + bank_at as u64,
-                bytes: &mut bank,
-                holds_template: false,
-            },
+    let desc_map = descs.cpu.as_deref().unwrap();
+    for i in 0..launches {
+        let src = if i == 0 { a.va } else { c.va };
+        let mut params = vec![0u8; k.param_bytes as usize];
+        place_params(
+            &mut params,
+            &k.name,
+            &k.params,
+            &[
+                &src.to_le_bytes(),
+                &b.va.to_le_bytes(),
+                &c.va.to_le_bytes(),
+                &n.to_le_bytes(),
+            ],
         )
         .unwrap();
-    format.release_qmd(&mut qmd, sem.va, 1).unwrap();
-    let mut qmd_raw = vec![0u8; format.qmd_bytes() as usize];
-    qmd_bytes(&qmd, &mut qmd_raw);
-    let words: Vec<u32> = qmd_raw
-        .chunks(4)
-        .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
-        .collect();
-    let mut d = macuda_hw::qmd::decode(format.qmd, &words).unwrap();
-    variant(&mut d);
-    qmd_raw.clear();
-    format.encode(&d, &mut qmd_raw).unwrap();
-    put(descs.cpu.as_deref().unwrap(), bank_at, &bank);
-    put(descs.cpu.as_deref().unwrap(), qmd_at, &qmd_raw);
+        let (qmd_at, bank_at) = (i * qmd_stride, banks_at + i * bank_stride);
+        let mut bank = vec![0u8; format.cbank0_bytes(&desc) as usize];
+        let mut qmd = macuda_hw::qmd::Qmd::new(format.qmd);
+        format
+            .launch(
+                &t,
+                &shape,
+                &params,
+                &mut qmd,
+                Bank0Slot {
+                    address: descs.va + bank_at as u64,
+                    bytes: &mut bank,
+                    holds_template: false,
+                },
+            )
+            .unwrap();
+        if i + 1 < launches {
+            format
+                .link_qmd(&mut qmd, descs.va + ((i + 1) * qmd_stride) as u64)
+                .unwrap();
+        } else {
+            format.release_qmd(&mut qmd, sem.va, 1).unwrap();
+        }
+        let mut qmd_raw = vec![0u8; format.qmd_bytes() as usize];
+        qmd_bytes(&qmd, &mut qmd_raw);
+        put(desc_map, bank_at, &bank);
+        put(desc_map, qmd_at, &qmd_raw);
+    }
 
     // The channel setup and the launch.
     let mut pb = PushBuffer::new();
@@ -521,8 +530,7 @@ fn vector_add_on_the_gpu(
             | compute::INVALIDATE_SHADER_CACHES_NO_WFI::GLOBAL_DATA.set(0, 1)
             | compute::INVALIDATE_SHADER_CACHES_NO_WFI::CONSTANT.set(0, 1),
     );
-    pb.launch_qmd(descs.va + qmd_at as u64).unwrap();
-    let cmd_at = 8192usize;
+    pb.launch_qmd(descs.va).unwrap();
     let words: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
     put(descs.cpu.as_deref().unwrap(), cmd_at, &words);
     let started = std::time::Instant::now();
@@ -543,19 +551,26 @@ fn vector_add_on_the_gpu(
         std::thread::yield_now();
     }
     let took = started.elapsed();
-    let mut out = vec![0u8; N * 4];
+    let mut out = vec![0u8; n_floats * 4];
     let cm = c.cpu.as_deref().unwrap();
-    // SAFETY: the mapping holds N floats.
+    // SAFETY: the mapping holds n_floats floats.
     unsafe { std::ptr::copy_nonoverlapping(cm.as_ptr(), out.as_mut_ptr(), out.len()) };
     let mut wrong = 0usize;
-    for i in 0..N {
+    for i in 0..n_floats {
+        // The same float additions in the same order as the launches.
+        let mut want = av[i] + bv[i];
+        for _ in 1..launches {
+            want += bv[i];
+        }
         let got = f32::from_le_bytes(out[4 * i..4 * i + 4].try_into().unwrap());
-        if got != av[i] + bv[i] {
+        if got != want {
             wrong += 1;
         }
     }
     if wrong > 0 {
-        return Err(format!("{wrong} of {N} results differ from the CPU's"));
+        return Err(format!(
+            "{wrong} of {n_floats} results differ from the CPU's"
+        ));
     }
     Ok(took)
 }
@@ -568,8 +583,19 @@ fn our_vector_add_runs_on_the_gpu_through_loader_and_submit_formats() {
     // As encoded. (A 64-bit payload in the one-word release killed the
     // channel with Xid 13 SKEDCHECKXX_MISC here; the encoder no longer
     // writes one.)
-    let took = vector_add_on_the_gpu(&|_| {}).unwrap();
+    let took = vector_adds_on_the_gpu(16 << 20, 1).unwrap();
     eprintln!("vector_add of 16M floats matched the CPU; launch to release {took:?}");
+}
+
+#[test]
+fn a_chain_of_128_dependent_launches_ends_in_one_release() {
+    if !gpu_present() {
+        return;
+    }
+    // Each launch adds b to the previous launch's c: the result is right
+    // only if all 128 ran, each after the one before had finished.
+    let took = vector_adds_on_the_gpu(1 << 20, 128).unwrap();
+    eprintln!("128 chained launches over 1M floats matched the CPU; {took:?}");
 }
 
 // Against the fake of the ioctl layer: run everywhere, CI included.
