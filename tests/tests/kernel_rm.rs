@@ -128,6 +128,52 @@ fn video_memory_is_mapped_for_the_gpu_and_through_bar1_for_the_cpu() {
     }
 }
 
+/// One GPU set up the way every launch test needs it: the usermode page,
+/// a UVM-managed VA space, and a channel group holding a compute channel
+/// and then a copy channel (the group is refused at UVM registration
+/// without its compute channel), scheduled.
+struct Gpu {
+    rm: KernelRm,
+    user: macuda_gsp::kernel::Usermode,
+    space: macuda_gsp::kernel::GpuVaSpace,
+    compute_class: u32,
+    copy_class: u32,
+    compute: macuda_gsp::kernel::GpfifoChannel,
+    copy: macuda_gsp::kernel::GpfifoChannel,
+}
+
+fn open_gpu() -> Gpu {
+    use macuda_hw::methods::{compute, copy};
+    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
+    let user = rm.usermode().unwrap();
+    let mut space = rm.va_space().unwrap();
+    let group = rm.channel_group(&space).unwrap();
+    let compute_class = rm
+        .pick_class(
+            "compute",
+            &[compute::BLACKWELL_COMPUTE_B, compute::HOPPER_COMPUTE_A],
+        )
+        .unwrap();
+    let copy_class = rm
+        .pick_class(
+            "copy",
+            &[copy::BLACKWELL_DMA_COPY_B, copy::HOPPER_DMA_COPY_A],
+        )
+        .unwrap();
+    let compute = rm.channel(&mut space, &group, compute_class, 1024).unwrap();
+    let copy = rm.channel(&mut space, &group, copy_class, 1024).unwrap();
+    rm.schedule(&group).unwrap();
+    Gpu {
+        rm,
+        user,
+        space,
+        compute_class,
+        copy_class,
+        compute,
+        copy,
+    }
+}
+
 /// Read a u64 the GPU writes, through a CPU mapping.
 fn read_u64(map: &dyn macuda_gsp::kernel::RmMapping, offset: usize) -> u64 {
     assert!(offset + 8 <= map.len());
@@ -137,31 +183,21 @@ fn read_u64(map: &dyn macuda_gsp::kernel::RmMapping, offset: usize) -> u64 {
 
 #[test]
 fn copy_and_compute_channels_release_semaphores_the_host_sees() {
-    use macuda_hw::methods::{compute, copy, host};
+    use macuda_hw::methods::host;
     use macuda_hw::push::{SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY};
     use macuda_submit::pushbuf::PushBuffer;
     if !gpu_present() {
         return;
     }
-    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
-    let user = rm.usermode().unwrap();
-    let mut space = rm.va_space().unwrap();
-    let group = rm.channel_group(&space).unwrap();
-    let copy_class = rm
-        .pick_class(
-            "copy",
-            &[copy::BLACKWELL_DMA_COPY_B, copy::HOPPER_DMA_COPY_A],
-        )
-        .unwrap();
-    let compute_class = rm
-        .pick_class(
-            "compute",
-            &[compute::BLACKWELL_COMPUTE_B, compute::HOPPER_COMPUTE_A],
-        )
-        .unwrap();
-    let mut compute_ch = rm.channel(&mut space, &group, compute_class, 1024).unwrap();
-    let mut copy_ch = rm.channel(&mut space, &group, copy_class, 1024).unwrap();
-    rm.schedule(&group).unwrap();
+    let Gpu {
+        rm,
+        user,
+        mut space,
+        compute_class,
+        copy_class,
+        compute: mut compute_ch,
+        copy: mut copy_ch,
+    } = open_gpu();
     eprintln!(
         "tokens: compute {:#x}, copy {:#x}",
         compute_ch.token, copy_ch.token
@@ -231,38 +267,21 @@ fn copy_and_compute_channels_release_semaphores_the_host_sees() {
 
 #[test]
 fn the_copy_engine_copies_and_fills_byte_exact() {
-    use macuda_hw::methods::{copy, host};
+    use macuda_hw::methods::host;
     use macuda_hw::push::SUBCHANNEL_COPY;
     use macuda_submit::pushbuf::PushBuffer;
     if !gpu_present() {
         return;
     }
     const MIB: u64 = 1 << 20;
-    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
-    let user = rm.usermode().unwrap();
-    let mut space = rm.va_space().unwrap();
-    let group = rm.channel_group(&space).unwrap();
-    let copy_class = rm
-        .pick_class(
-            "copy",
-            &[copy::BLACKWELL_DMA_COPY_B, copy::HOPPER_DMA_COPY_A],
-        )
-        .unwrap();
-    // The group runs on the compute engine: its first channel carries the
-    // compute object (a group holding only a copy channel is refused when
-    // the channel registers with UVM, observed on the H200).
-    let compute_class = rm
-        .pick_class(
-            "compute",
-            &[
-                macuda_hw::methods::compute::BLACKWELL_COMPUTE_B,
-                macuda_hw::methods::compute::HOPPER_COMPUTE_A,
-            ],
-        )
-        .unwrap();
-    let _compute = rm.channel(&mut space, &group, compute_class, 1024).unwrap();
-    let mut ch = rm.channel(&mut space, &group, copy_class, 1024).unwrap();
-    rm.schedule(&group).unwrap();
+    let Gpu {
+        rm,
+        user,
+        mut space,
+        copy_class,
+        copy: mut ch,
+        ..
+    } = open_gpu();
     let src = rm.alloc_vram(&mut space, 16 * MIB, true).unwrap();
     let dst = rm.alloc_vram(&mut space, 16 * MIB, true).unwrap();
     let cmds = rm.alloc_vram(&mut space, 4096, true).unwrap();
@@ -363,19 +382,14 @@ fn vector_adds_on_the_gpu(n_floats: usize, launches: usize) -> Result<std::time:
     use macuda_submit::encode::{qmd_bytes, Bank0Slot};
     use macuda_submit::pushbuf::PushBuffer;
     use macuda_submit::{DeviceFormat, KernelDesc, LaunchShape};
-    let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
-    let user = rm.usermode().unwrap();
-    let mut space = rm.va_space().unwrap();
-    let group = rm.channel_group(&space).unwrap();
-    let compute_class = rm
-        .pick_class(
-            "compute",
-            &[compute::BLACKWELL_COMPUTE_B, compute::HOPPER_COMPUTE_A],
-        )
-        .unwrap();
-    let mut ch = rm.channel(&mut space, &group, compute_class, 1024).unwrap();
-    rm.schedule(&group).unwrap();
-
+    let Gpu {
+        rm,
+        user,
+        mut space,
+        compute_class,
+        compute: mut ch,
+        ..
+    } = open_gpu();
     // The loader: our sm_90 fixture, laid out and relocated for its VAs.
     // From the tests crate (cargo test) or the repository root (run.sh).
     let cubin = ["cuda/fixtures", "tests/cuda/fixtures"]
