@@ -372,6 +372,71 @@ fn the_copy_engine_copies_and_fills_byte_exact() {
     );
 }
 
+#[test]
+fn a_gib_goes_host_to_device_to_device_to_host_byte_exact() {
+    use macuda_hw::methods::host;
+    use macuda_hw::push::SUBCHANNEL_COPY;
+    use macuda_submit::pushbuf::PushBuffer;
+    if !gpu_present() {
+        return;
+    }
+    const GIB: u64 = 1 << 30;
+    let Gpu {
+        rm,
+        user,
+        mut space,
+        copy_class,
+        copy: mut ch,
+        ..
+    } = open_gpu();
+    let mut src = rm.alloc_host(&mut space, GIB).unwrap();
+    let mut back = rm.alloc_host(&mut space, GIB).unwrap();
+    let d1 = rm.alloc_vram(&mut space, GIB, false).unwrap();
+    let d2 = rm.alloc_vram(&mut space, GIB, false).unwrap();
+    let cmds = rm.alloc_vram(&mut space, 4096, true).unwrap();
+    let sem = rm.alloc_vram(&mut space, 4096, true).unwrap();
+    for (i, w) in src.map.chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes());
+    }
+    back.map.fill(0x5A);
+    // SAFETY: inside the semaphore's 4 KiB mapping.
+    unsafe { std::ptr::write_volatile(sem.cpu.as_ref().unwrap().as_ptr().cast::<u64>(), 0) };
+    let mut pb = PushBuffer::new();
+    pb.method(
+        SUBCHANNEL_COPY,
+        host::SET_OBJECT::BYTE_OFFSET,
+        host::SET_OBJECT::NVCLASS.set(0, copy_class),
+    )
+    .unwrap();
+    pb.copy(src.va, 0, d1.va, 0, GIB, 1, None).unwrap();
+    pb.copy(d1.va, 0, d2.va, 0, GIB, 1, None).unwrap();
+    pb.copy(d2.va, 0, back.va, 0, GIB, 1, None).unwrap();
+    pb.host_semaphore(sem.va, 1, false).unwrap();
+    let bytes: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+    // SAFETY: the command buffer's mapping is 4 KiB.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            bytes.as_ptr(),
+            cmds.cpu.as_ref().unwrap().as_ptr(),
+            bytes.len(),
+        )
+    };
+    let started = std::time::Instant::now();
+    ch.submit(&user, cmds.va, u32::try_from(pb.words().len()).unwrap())
+        .unwrap();
+    while read_u64(sem.cpu.as_deref().unwrap(), 0) != 1 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the copies never finished (GP_GET {})",
+            ch.gp_get()
+        );
+        std::thread::yield_now();
+    }
+    let took = started.elapsed();
+    assert!(src.map[..] == back.map[..], "the GiB came back different");
+    eprintln!("1 GiB host -> device -> device -> host, byte-exact, in {took:?}");
+}
+
 /// `launches` chained launches of our vector_add over `n` floats: the
 /// first c = a + b, each next one c = c + b, linked QMD to QMD with the
 /// timeline release only on the last. Returns launch-to-release time.

@@ -12,10 +12,10 @@ use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::methods::usermode;
 use macuda_hw::push::{USERD_BYTES, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::rm::{
-    self, class, control, escape, fb_info, uvm, ArchInfo, BuildVersionV2, CardInfo, ChannelAlloc,
-    ChannelGroupAlloc, ClassListV2, CtxShareAlloc, DeviceAlloc, FbInfoV2, GidInfo, GpfifoSchedule,
-    GpuIdInfoV2, GpuNameString, MapMemory, MemoryAlloc, PciInfo, RegisterFd, RmAlloc, RmControl,
-    RmFree, SubdeviceAlloc, VaSpaceAlloc, WorkSubmitToken, CARD_INFO_ENTRIES,
+    self, class, control, escape, fb_info, uvm, AllocOsMemory, ArchInfo, BuildVersionV2, CardInfo,
+    ChannelAlloc, ChannelGroupAlloc, ClassListV2, CtxShareAlloc, DeviceAlloc, FbInfoV2, GidInfo,
+    GpfifoSchedule, GpuIdInfoV2, GpuNameString, MapMemory, MemoryAlloc, PciInfo, RegisterFd,
+    RmAlloc, RmControl, RmFree, SubdeviceAlloc, VaSpaceAlloc, WorkSubmitToken, CARD_INFO_ENTRIES,
 };
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -136,6 +136,20 @@ impl GpfifoChannel {
         }
     }
 }
+
+/// Pinned host memory mapped into a GPU VA space.
+pub struct HostBuffer {
+    pub handle: u32,
+    /// The GPU virtual address.
+    pub va: u64,
+    pub bytes: u64,
+    /// The process's view of the same memory.
+    pub map: memmap2::MmapMut,
+}
+
+/// Handles we choose ourselves (RM wants them on the OS-descriptor path),
+/// far from the ones RM generates.
+const FIRST_OWN_HANDLE: u32 = 0x1001;
 
 /// Usermode classes we drive, preferred first.
 pub const USERMODE_CLASSES: &[u32] = &[usermode::BLACKWELL_USERMODE_A, usermode::HOPPER_USERMODE_A];
@@ -334,6 +348,7 @@ pub struct KernelRm {
     client: u32,
     device: u32,
     subdevice: u32,
+    next_handle: std::sync::atomic::AtomicU32,
 }
 
 fn open_node(driver: &dyn RmDriver, path: &Path) -> Result<Box<dyn RmNode>, KernelRmError> {
@@ -446,6 +461,7 @@ impl KernelRm {
             client,
             device: 0,
             subdevice: 0,
+            next_handle: std::sync::atomic::AtomicU32::new(FIRST_OWN_HANDLE),
         };
         let mut id = GpuIdInfoV2 {
             gpu_id: card.gpu_id,
@@ -665,44 +681,15 @@ impl KernelRm {
         })
     }
 
-    /// Video memory: allocated by RM, mapped into `space` at a VA of ours
-    /// (through UVM), and, with `cpu`, mapped for the CPU through BAR1.
-    ///
-    /// # Errors
-    /// RM or UVM refusing, or the VA window exhausted.
-    pub fn alloc_vram(
+    /// Map RM memory object `handle` (`size` bytes) into `space` at a VA
+    /// of ours aligned to `page`, through UVM.
+    fn map_for_gpu(
         &self,
         space: &mut GpuVaSpace,
-        bytes: u64,
-        cpu: bool,
-    ) -> Result<VramBuffer, KernelRmError> {
-        let huge = bytes >= HUGE_PAGE_THRESHOLD;
-        let page = if huge { PAGE_2M } else { PAGE_4K };
-        let size = bytes.max(1).next_multiple_of(page);
-        let mut params = MemoryAlloc {
-            owner: self.client,
-            kind: rm::memory::TYPE_IMAGE,
-            flags: rm::memory::FLAG_IGNORE_BANK_PLACEMENT
-                | rm::memory::FLAG_ALIGNMENT_FORCE
-                | rm::memory::FLAG_MEMORY_HANDLE_PROVIDED
-                | rm::memory::FLAG_MAP_NOT_REQUIRED
-                | rm::memory::FLAG_PERSISTENT_VIDMEM,
-            attr: rm::memory::ATTR_ALLOW_NONCONTIGUOUS
-                | if huge {
-                    rm::memory::ATTR_PAGE_SIZE_HUGE
-                } else {
-                    0
-                },
-            attr2: rm::memory::ATTR2_PREFER_NO_ZBC
-                | rm::memory::ATTR2_GPU_CACHEABLE
-                | if huge { rm::memory::ATTR2_HUGE_2MB } else { 0 },
-            format: rm::memory::FORMAT_GENERIC,
-            size,
-            alignment: page,
-            limit: size - 1,
-            ..MemoryAlloc::default()
-        };
-        let handle = self.alloc(self.device, class::NV1_MEMORY_USER, Some(&mut params))?;
+        handle: u32,
+        size: u64,
+        page: u64,
+    ) -> Result<u64, KernelRmError> {
         let va = space.next_va.next_multiple_of(page);
         if va + size > GPU_VA_END {
             return Err(KernelRmError::VaExhausted { bytes: size });
@@ -741,6 +728,97 @@ impl KernelRm {
             "UVM_MAP_EXTERNAL_ALLOCATION",
         )?;
         check(map.status, "a GPU mapping")?;
+        Ok(va)
+    }
+
+    /// Host memory of this process, pinned by RM and mapped into `space`
+    /// through UVM: what the copy engine reads and writes on the host side.
+    ///
+    /// # Errors
+    /// The anonymous mapping, RM or UVM refusing.
+    pub fn alloc_host(
+        &self,
+        space: &mut GpuVaSpace,
+        bytes: u64,
+    ) -> Result<HostBuffer, KernelRmError> {
+        let size = bytes.max(1).next_multiple_of(PAGE_4K);
+        // CAST: host allocations fit the address space.
+        let map =
+            memmap2::MmapMut::map_anon(size as usize).map_err(|source| KernelRmError::Map {
+                object: 0,
+                len: size as usize,
+                source,
+            })?;
+        let handle = self
+            .next_handle
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut params = [AllocOsMemory {
+            h_root: self.client,
+            h_object_parent: self.device,
+            h_object_new: handle,
+            h_class: class::NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+            flags: rm::OS_MEMORY_FLAGS,
+            p_memory: map.as_ptr() as u64,
+            limit: size - 1,
+            fd: -1,
+            ..AllocOsMemory::default()
+        }];
+        // This escape works only on a device node.
+        escape_call(
+            self._device_node.as_ref(),
+            escape::RM_ALLOC_MEMORY,
+            &mut params,
+            "RM_ALLOC_MEMORY",
+        )?;
+        check(params[0].status, "pinning host memory")?;
+        let va = self.map_for_gpu(space, handle, size, PAGE_4K)?;
+        Ok(HostBuffer {
+            handle,
+            va,
+            bytes: size,
+            map,
+        })
+    }
+
+    /// Video memory: allocated by RM, mapped into `space` at a VA of ours
+    /// (through UVM), and, with `cpu`, mapped for the CPU through BAR1.
+    ///
+    /// # Errors
+    /// RM or UVM refusing, or the VA window exhausted.
+    pub fn alloc_vram(
+        &self,
+        space: &mut GpuVaSpace,
+        bytes: u64,
+        cpu: bool,
+    ) -> Result<VramBuffer, KernelRmError> {
+        let huge = bytes >= HUGE_PAGE_THRESHOLD;
+        let page = if huge { PAGE_2M } else { PAGE_4K };
+        let size = bytes.max(1).next_multiple_of(page);
+        let mut params = MemoryAlloc {
+            owner: self.client,
+            kind: rm::memory::TYPE_IMAGE,
+            flags: rm::memory::FLAG_IGNORE_BANK_PLACEMENT
+                | rm::memory::FLAG_ALIGNMENT_FORCE
+                | rm::memory::FLAG_MEMORY_HANDLE_PROVIDED
+                | rm::memory::FLAG_MAP_NOT_REQUIRED
+                | rm::memory::FLAG_PERSISTENT_VIDMEM,
+            attr: rm::memory::ATTR_ALLOW_NONCONTIGUOUS
+                | if huge {
+                    rm::memory::ATTR_PAGE_SIZE_HUGE
+                } else {
+                    0
+                },
+            attr2: rm::memory::ATTR2_PREFER_NO_ZBC
+                | rm::memory::ATTR2_GPU_CACHEABLE
+                | if huge { rm::memory::ATTR2_HUGE_2MB } else { 0 },
+            format: rm::memory::FORMAT_GENERIC,
+            size,
+            alignment: page,
+            limit: size - 1,
+            ..MemoryAlloc::default()
+        };
+        let handle = self.alloc(self.device, class::NV1_MEMORY_USER, Some(&mut params))?;
+        let va = self.map_for_gpu(space, handle, size, page)?;
         let cpu = if cpu {
             // CAST: allocations fit the address space.
             Some(self.map(handle, size as usize)?)

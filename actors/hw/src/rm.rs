@@ -25,6 +25,7 @@ pub mod escape {
     pub const RM_FREE: u32 = 0x29;
     pub const RM_CONTROL: u32 = 0x2A;
     pub const RM_ALLOC: u32 = 0x2B;
+    pub const RM_ALLOC_MEMORY: u32 = 0x27;
     pub const RM_MAP_MEMORY: u32 = 0x4E;
     pub const CARD_INFO: u32 = 0xC8;
     pub const REGISTER_FD: u32 = 0xC9;
@@ -40,6 +41,8 @@ pub mod class {
     pub const FERMI_VASPACE_A: u32 = 0x90F1;
     /// System memory RM allocates (NV01_MEMORY_SYSTEM).
     pub const NV1_MEMORY_SYSTEM: u32 = 0x3E;
+    /// Host memory the process owns, pinned by RM.
+    pub const NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: u32 = 0x71;
     pub const KEPLER_CHANNEL_GROUP_A: u32 = 0xA06C;
     pub const FERMI_CONTEXT_SHARE_A: u32 = 0x9067;
     pub const HOPPER_CHANNEL_GPFIFO_A: u32 = 0xC86F;
@@ -595,6 +598,32 @@ pub mod uvm {
         pub _pad: u32,
     }
 }
+
+/// `nv_ioctl_nvos02_parameters_with_fd`: describe process memory to RM
+/// (RM_ALLOC_MEMORY, issued on a device node).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllocOsMemory {
+    pub h_root: u32,
+    pub h_object_parent: u32,
+    /// Chosen by the caller on this path.
+    pub h_object_new: u32,
+    pub h_class: u32,
+    pub flags: u32,
+    pub _pad: u32,
+    /// Page-aligned user address.
+    pub p_memory: u64,
+    /// Size - 1.
+    pub limit: u64,
+    pub status: u32,
+    pub _pad2: u32,
+    pub fd: i32,
+    pub _pad3: u32,
+}
+
+/// NVOS02 flags for pinned process memory: PHYSICALITY noncontiguous
+/// (7:4 = 1), COHERENCY cached (15:12 = 1), MAPPING no-map (31:30 = 1).
+pub const OS_MEMORY_FLAGS: u32 = (1 << 4) | (1 << 12) | (1 << 30);
 
 /// `NV2080_ENGINE_TYPE_GR0`: the graphics/compute engine a channel group
 /// runs on.

@@ -84,6 +84,26 @@ fn nvos_structures_match_the_reference() {
         ],
     );
     pin(
+        &r["nv_ioctl_nvos02_parameters_with_fd"],
+        "nvos02_with_fd",
+        size_of::<AllocOsMemory>(),
+        &[
+            ("hRoot", offset_of!(AllocOsMemory, h_root)),
+            ("hObjectParent", offset_of!(AllocOsMemory, h_object_parent)),
+            ("hObjectNew", offset_of!(AllocOsMemory, h_object_new)),
+            ("hClass", offset_of!(AllocOsMemory, h_class)),
+            ("flags", offset_of!(AllocOsMemory, flags)),
+            ("pMemory", offset_of!(AllocOsMemory, p_memory)),
+            ("limit", offset_of!(AllocOsMemory, limit)),
+            ("status", offset_of!(AllocOsMemory, status)),
+            ("fd", offset_of!(AllocOsMemory, fd)),
+        ],
+    );
+    assert_eq!(
+        r["nv_ioctl_nvos02_parameters_with_fd"]["flags_tinygrad"].as_u64(),
+        Some(u64::from(OS_MEMORY_FLAGS))
+    );
+    pin(
         &r["nv_pci_info_t"],
         "nv_pci_info_t",
         size_of::<PciInfo>(),
@@ -250,6 +270,11 @@ fn numbers_match_the_oracle() {
         ("NV_ESC_CARD_INFO", escape::CARD_INFO),
         ("NV_ESC_REGISTER_FD", escape::REGISTER_FD),
         ("NV_ESC_RM_MAP_MEMORY", escape::RM_MAP_MEMORY),
+        ("NV_ESC_RM_ALLOC_MEMORY", escape::RM_ALLOC_MEMORY),
+        (
+            "NV01_MEMORY_SYSTEM_OS_DESCRIPTOR",
+            rm::class::NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+        ),
         (
             "NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2",
             control::GPU_GET_CLASSLIST_V2,
