@@ -140,6 +140,7 @@ struct Gpu {
     copy_class: u32,
     compute: macuda_gsp::kernel::GpfifoChannel,
     copy: macuda_gsp::kernel::GpfifoChannel,
+    group: macuda_gsp::kernel::ChannelGroup,
 }
 
 fn open_gpu() -> Gpu {
@@ -171,6 +172,7 @@ fn open_gpu() -> Gpu {
         copy_class,
         compute,
         copy,
+        group,
     }
 }
 
@@ -197,6 +199,7 @@ fn copy_and_compute_channels_release_semaphores_the_host_sees() {
         copy_class,
         compute: mut compute_ch,
         copy: mut copy_ch,
+        ..
     } = open_gpu();
     eprintln!(
         "tokens: compute {:#x}, copy {:#x}",
@@ -440,7 +443,11 @@ fn a_gib_goes_host_to_device_to_device_to_host_byte_exact() {
 /// `launches` chained launches of our vector_add over `n` floats: the
 /// first c = a + b, each next one c = c + b, linked QMD to QMD with the
 /// timeline release only on the last. Returns launch-to-release time.
-fn vector_adds_on_the_gpu(n_floats: usize, launches: usize) -> Result<std::time::Duration, String> {
+fn vector_adds_on_the_gpu(
+    n_floats: usize,
+    launches: usize,
+    local_bytes: u32,
+) -> Result<std::time::Duration, String> {
     use macuda_hw::methods::{compute, host};
     use macuda_hw::push::SUBCHANNEL_COMPUTE;
     use macuda_loader::image::{place_params, Bases};
@@ -453,6 +460,7 @@ fn vector_adds_on_the_gpu(n_floats: usize, launches: usize) -> Result<std::time:
         mut space,
         compute_class,
         compute: mut ch,
+        group,
         ..
     } = open_gpu();
     // The loader: our sm_90 fixture, laid out and relocated for its VAs.
@@ -486,7 +494,7 @@ fn vector_adds_on_the_gpu(n_floats: usize, launches: usize) -> Result<std::time:
         registers: k.registers.unwrap_or(0),
         barriers: k.barriers.unwrap_or(0),
         shared_bytes: k.shared_bytes,
-        local_bytes: 0,
+        local_bytes,
         param_base: k.param_base,
         param_bytes: k.param_bytes,
         banks: Vec::new(),
@@ -621,11 +629,14 @@ fn vector_adds_on_the_gpu(n_floats: usize, launches: usize) -> Result<std::time:
     .unwrap();
     while read_u64(sem.cpu.as_deref().unwrap(), 0) != 1 {
         if started.elapsed() > std::time::Duration::from_secs(3) {
-            return Err(format!(
-                "the kernel's release never landed (GP_GET {}, semaphore {:#x})",
-                ch.gp_get(),
-                read_u64(sem.cpu.as_deref().unwrap(), 0)
-            ));
+            return Err(match group.error() {
+                Some(e) => e.to_string(),
+                None => format!(
+                    "the kernel's release never landed (GP_GET {}, semaphore {:#x})",
+                    ch.gp_get(),
+                    read_u64(sem.cpu.as_deref().unwrap(), 0)
+                ),
+            });
         }
         std::thread::yield_now();
     }
@@ -662,7 +673,7 @@ fn our_vector_add_runs_on_the_gpu_through_loader_and_submit_formats() {
     // As encoded. (A 64-bit payload in the one-word release killed the
     // channel with Xid 13 SKEDCHECKXX_MISC here; the encoder no longer
     // writes one.)
-    let took = vector_adds_on_the_gpu(16 << 20, 1).unwrap();
+    let took = vector_adds_on_the_gpu(16 << 20, 1, 0).unwrap();
     eprintln!("vector_add of 16M floats matched the CPU; launch to release {took:?}");
 }
 
@@ -673,8 +684,22 @@ fn a_chain_of_128_dependent_launches_ends_in_one_release() {
     }
     // Each launch adds b to the previous launch's c: the result is right
     // only if all 128 ran, each after the one before had finished.
-    let took = vector_adds_on_the_gpu(1 << 20, 128).unwrap();
+    let took = vector_adds_on_the_gpu(1 << 20, 128, 0).unwrap();
     eprintln!("128 chained launches over 1M floats matched the CPU; {took:?}");
+}
+
+#[test]
+fn uncovered_local_memory_is_reported_by_xid_and_a_fresh_channel_runs_again() {
+    if !gpu_present() {
+        return;
+    }
+    // The QMD asks for per-thread local memory the channel never provided
+    // (no SET_SHADER_LOCAL_MEMORY): SKED removes the channel.
+    let err = vector_adds_on_the_gpu(1 << 20, 1, 0x640).unwrap_err();
+    eprintln!("uncovered local memory: {err}");
+    assert!(err.contains("Xid 13"), "{err}");
+    let took = vector_adds_on_the_gpu(1 << 20, 1, 0).unwrap();
+    eprintln!("then a fresh channel ran vector_add again in {took:?}");
 }
 
 // Against the fake of the ioctl layer: run everywhere, CI included.

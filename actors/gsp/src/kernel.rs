@@ -68,6 +68,37 @@ pub struct ChannelGroup {
     pub handle: u32,
     pub context_share: u32,
     pub notifier: u32,
+    /// The notifier as the CPU sees it (RM writes errors there).
+    notifier_map: Box<dyn RmMapping>,
+}
+
+/// What RM wrote to a channel group's error notifier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the channel was removed: Xid {xid} ({}) on engine type {engine}", rm::xid_name(*.xid))]
+pub struct ChannelError {
+    pub xid: u32,
+    pub engine: u16,
+}
+
+impl ChannelGroup {
+    /// The error RM reported for the group's channels, if any.
+    pub fn error(&self) -> Option<ChannelError> {
+        let at = rm::NOTIFIER_SLOT_ERROR * std::mem::size_of::<rm::Notification>();
+        // SAFETY: slot 0 lies inside the notifier's 4 KiB mapping; volatile,
+        // RM (GSP) writes it.
+        let n = unsafe {
+            std::ptr::read_volatile(
+                self.notifier_map
+                    .as_ptr()
+                    .add(at)
+                    .cast::<rm::Notification>(),
+            )
+        };
+        (n.status == rm::NOTIFICATION_STATUS_ERROR).then_some(ChannelError {
+            xid: n.info32,
+            engine: n.info16,
+        })
+    }
 }
 
 /// A GPFIFO channel whose ring and USERD the CPU writes.
@@ -589,6 +620,35 @@ impl KernelRm {
         })
     }
 
+    /// Map `len` bytes of RM-allocated system memory for the CPU: RM ties
+    /// such mappings to a control node, so a fresh one takes the mmap.
+    ///
+    /// # Errors
+    /// Opening the node, RM refusing, or the mmap failing.
+    pub fn map_sysmem(&self, object: u32, len: usize) -> Result<Box<dyn RmMapping>, KernelRmError> {
+        let node = open_node(self.driver.as_ref(), Path::new(CTL_NODE))?;
+        let mut m = [MapMemory {
+            h_client: self.client,
+            h_device: self.device,
+            h_memory: object,
+            length: len as u64,
+            fd: node.fd(),
+            ..MapMemory::default()
+        }];
+        escape_call(
+            self.ctl.as_ref(),
+            escape::RM_MAP_MEMORY,
+            &mut m,
+            "RM_MAP_MEMORY",
+        )?;
+        check(m[0].status, "a CPU mapping of system memory")?;
+        node.map(len).map_err(|source| KernelRmError::Map {
+            object,
+            len,
+            source,
+        })
+    }
+
     /// The usermode register page: PTIMER and the doorbell.
     ///
     /// # Errors
@@ -854,6 +914,10 @@ impl KernelRm {
             ..MemoryAlloc::default()
         };
         let notifier = self.alloc(self.device, class::NV1_MEMORY_SYSTEM, Some(&mut notifier))?;
+        // CAST: one page.
+        let notifier_map = self.map_sysmem(notifier, PAGE_4K as usize)?;
+        // SAFETY: the whole mapping; RM reads it only after an error.
+        unsafe { std::ptr::write_bytes(notifier_map.as_ptr(), 0, notifier_map.len()) };
         let mut tsg = ChannelGroupAlloc {
             engine_type: rm::ENGINE_TYPE_GR0,
             ..ChannelGroupAlloc::default()
@@ -869,6 +933,7 @@ impl KernelRm {
             handle: group,
             context_share,
             notifier,
+            notifier_map,
         })
     }
 

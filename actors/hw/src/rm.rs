@@ -625,6 +625,45 @@ pub struct AllocOsMemory {
 /// (7:4 = 1), COHERENCY cached (15:12 = 1), MAPPING no-map (31:30 = 1).
 pub const OS_MEMORY_FLAGS: u32 = (1 << 4) | (1 << 12) | (1 << 30);
 
+/// `NvNotification`: one slot of a channel's error notifier.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Notification {
+    pub time_stamp: [u32; 2],
+    /// On an error: the robust-channel error number (the Xid).
+    pub info32: u32,
+    /// On an error: the NV2080 engine type.
+    pub info16: u16,
+    /// 0xFFFF once RM wrote an error (written last).
+    pub status: u16,
+}
+
+/// Error-notifier slot 0 holds the channel error.
+pub const NOTIFIER_SLOT_ERROR: usize = 0;
+/// `status` of a written error.
+pub const NOTIFICATION_STATUS_ERROR: u16 = 0xFFFF;
+
+/// Robust-channel error numbers (the Xids RM logs), from `nverror.h`.
+pub const XIDS: &[(u32, &str)] = &[
+    (13, "ROBUST_CHANNEL_GR_EXCEPTION"),
+    (31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"),
+    (32, "PBDMA_ERROR"),
+    (43, "RESETCHANNEL_VERIF_ERROR"),
+    (45, "PREEMPTIVE_REMOVAL"),
+    (48, "GPU_ECC_DBE"),
+    (69, "GR_CLASS_ERROR"),
+    (79, "GPU_HAS_FALLEN_OFF_THE_BUS"),
+    (94, "CONTAINED_ERROR"),
+    (95, "UNCONTAINED_ERROR"),
+];
+
+/// The name of an Xid, where we know it.
+pub fn xid_name(xid: u32) -> &'static str {
+    XIDS.iter()
+        .find(|(x, _)| *x == xid)
+        .map_or("an error number we do not name", |(_, n)| n)
+}
+
 /// `NV2080_ENGINE_TYPE_GR0`: the graphics/compute engine a channel group
 /// runs on.
 pub const ENGINE_TYPE_GR0: u32 = 1;

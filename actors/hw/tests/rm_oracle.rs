@@ -104,6 +104,17 @@ fn nvos_structures_match_the_reference() {
         Some(u64::from(OS_MEMORY_FLAGS))
     );
     pin(
+        &r["NvNotification"],
+        "notification",
+        size_of::<Notification>(),
+        &[
+            ("timeStamp", offset_of!(Notification, time_stamp)),
+            ("info32", offset_of!(Notification, info32)),
+            ("info16", offset_of!(Notification, info16)),
+            ("status", offset_of!(Notification, status)),
+        ],
+    );
+    pin(
         &r["nv_pci_info_t"],
         "nv_pci_info_t",
         size_of::<PciInfo>(),
