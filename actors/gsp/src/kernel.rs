@@ -598,6 +598,27 @@ impl KernelRm {
             ctl_fd: self.ctl.fd(),
         }];
         escape_call(node.as_ref(), escape::REGISTER_FD, &mut link, "REGISTER_FD")?;
+        self.map_through(node.as_ref(), object, len)
+    }
+
+    /// Map `len` bytes of RM-allocated system memory for the CPU: RM ties
+    /// such mappings to a control node, so a fresh one takes the mmap.
+    ///
+    /// # Errors
+    /// Opening the node, RM refusing, or the mmap failing.
+    pub fn map_sysmem(&self, object: u32, len: usize) -> Result<Box<dyn RmMapping>, KernelRmError> {
+        let node = open_node(self.driver.as_ref(), Path::new(CTL_NODE))?;
+        self.map_through(node.as_ref(), object, len)
+    }
+
+    /// RM_MAP_MEMORY (on our control node) attaching `object` to `node`,
+    /// then the mmap of `node`.
+    fn map_through(
+        &self,
+        node: &dyn RmNode,
+        object: u32,
+        len: usize,
+    ) -> Result<Box<dyn RmMapping>, KernelRmError> {
         let mut m = [MapMemory {
             h_client: self.client,
             h_device: self.device,
@@ -613,35 +634,6 @@ impl KernelRm {
             "RM_MAP_MEMORY",
         )?;
         check(m[0].status, "a CPU mapping")?;
-        node.map(len).map_err(|source| KernelRmError::Map {
-            object,
-            len,
-            source,
-        })
-    }
-
-    /// Map `len` bytes of RM-allocated system memory for the CPU: RM ties
-    /// such mappings to a control node, so a fresh one takes the mmap.
-    ///
-    /// # Errors
-    /// Opening the node, RM refusing, or the mmap failing.
-    pub fn map_sysmem(&self, object: u32, len: usize) -> Result<Box<dyn RmMapping>, KernelRmError> {
-        let node = open_node(self.driver.as_ref(), Path::new(CTL_NODE))?;
-        let mut m = [MapMemory {
-            h_client: self.client,
-            h_device: self.device,
-            h_memory: object,
-            length: len as u64,
-            fd: node.fd(),
-            ..MapMemory::default()
-        }];
-        escape_call(
-            self.ctl.as_ref(),
-            escape::RM_MAP_MEMORY,
-            &mut m,
-            "RM_MAP_MEMORY",
-        )?;
-        check(m[0].status, "a CPU mapping of system memory")?;
         node.map(len).map_err(|source| KernelRmError::Map {
             object,
             len,
