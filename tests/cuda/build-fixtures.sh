@@ -27,7 +27,12 @@ root=$("$venv/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.
 export PATH="$root/bin:$PATH"
 nvcc --version | tail -2
 
-cd "$here"
+# nvcc names internal-linkage kernels with a hash of the source's absolute
+# path (_INTERNAL_<hash>), so the sources are compiled from one fixed
+# directory: the fixtures then come out the same wherever the checkout is.
+stage=/tmp/macuda-fixture-sources
+rm -rf "$stage" && mkdir -p "$stage" && cp "$here"/*.cu "$stage"/
+cd "$stage"
 for src in *.cu; do
     name=${src%.cu}
     for sm in 90 120; do
