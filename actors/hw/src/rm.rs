@@ -47,6 +47,9 @@ pub mod class {
     pub const FERMI_CONTEXT_SHARE_A: u32 = 0x9067;
     pub const HOPPER_CHANNEL_GPFIFO_A: u32 = 0xC86F;
     pub const BLACKWELL_CHANNEL_GPFIFO_A: u32 = 0xC96F;
+    /// The debugger object: what RM recorded against a channel after a
+    /// fault (SM error states, MMU fault addresses).
+    pub const GT200_DEBUGGER: u32 = 0x83DE;
 }
 
 /// Control commands: the class in the top 16 bits, then category and index.
@@ -62,6 +65,12 @@ pub mod control {
     pub const GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
     /// On a channel group.
     pub const GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
+    /// On the subdevice: graphics-engine facts by index ([`super::gr_info`]).
+    pub const GR_GET_INFO: u32 = 0x2080_1201;
+    /// On the debugger object: every SM's error state for a channel.
+    pub const DEBUG_READ_ALL_SM_ERROR_STATES: u32 = 0x83DE_030C;
+    /// On the debugger object: the MMU fault addresses RM kept.
+    pub const DEBUG_READ_MMU_FAULT_INFO: u32 = 0x83DE_0328;
 }
 
 /// `NV_STATUS` codes RM answers with, and their names.
@@ -109,6 +118,15 @@ pub mod fb_info {
     pub const RAM_SIZE: u32 = 7;
     /// All video memory, in KiB.
     pub const TOTAL_RAM_SIZE: u32 = 8;
+}
+
+/// `NV2080_CTRL_GR_INFO_INDEX_*`: what a GR info entry asks for.
+pub mod gr_info {
+    pub const MAX_WARPS_PER_SM: u32 = 0xD;
+    pub const SM_VERSION: u32 = 0xC;
+    pub const LITTER_NUM_GPCS: u32 = 0x14;
+    pub const LITTER_NUM_TPC_PER_GPC: u32 = 0x17;
+    pub const LITTER_NUM_SM_PER_TPC: u32 = 0x20;
 }
 
 /// `NV2080_CTRL_MC_ARCH_INFO_ARCHITECTURE_*` and the implementations we
@@ -752,6 +770,153 @@ pub struct GpfifoSchedule {
     pub enable: u8,
     pub skip_submit: u8,
     pub skip_enable: u8,
+}
+
+/// `NV2080_CTRL_GR_GET_INFO_PARAMS`: `list` points to `list_size`
+/// [`InfoEntry`] records, which RM fills in.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrGetInfo {
+    pub list_size: u32,
+    pub _pad: u32,
+    pub list: u64,
+    /// `NV0080_CTRL_GR_ROUTE_INFO`: zero routes to the only GR engine.
+    pub route_info: [u32; 4],
+}
+
+/// `NV83DE_ALLOC_PARAMETERS`: a debugger on one client's compute object.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DebuggerAlloc {
+    pub h_debugger_client_obsolete: u32,
+    pub h_app_client: u32,
+    pub h_class3d_object: u32,
+}
+
+/// `NV83DE_SM_ERROR_STATE_REGISTERS`: one SM's error registers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SmErrorState {
+    pub hww_global_esr: u32,
+    pub hww_warp_esr: u32,
+    pub hww_warp_esr_pc: u32,
+    pub hww_global_esr_report_mask: u32,
+    pub hww_warp_esr_report_mask: u32,
+    pub _pad: u32,
+    pub hww_esr_addr: u64,
+    pub hww_warp_esr_pc64: u64,
+    pub hww_cga_esr: u32,
+    pub hww_cga_esr_report_mask: u32,
+}
+
+/// `NV83DE_MMU_FAULT_INFO`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MmuFaultFlag {
+    pub valid: u8,
+    pub _pad: [u8; 3],
+    pub fault_info: u32,
+}
+
+/// SM records one READ_ALL_SM_ERROR_STATES call returns.
+pub const SM_ERROR_STATES_PER_CALL: usize = 100;
+
+/// `NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ReadAllSmErrorStates {
+    pub h_target_channel: u32,
+    pub num_sms_to_read: u32,
+    pub sm_error_states: [SmErrorState; SM_ERROR_STATES_PER_CALL],
+    pub mmu_fault_info: u32,
+    /// Whether RM saw an MMU fault on the channel.
+    pub mmu_fault: MmuFaultFlag,
+    pub starting_sm: u32,
+}
+
+impl Default for ReadAllSmErrorStates {
+    fn default() -> Self {
+        ReadAllSmErrorStates {
+            h_target_channel: 0,
+            num_sms_to_read: 0,
+            sm_error_states: [SmErrorState::default(); SM_ERROR_STATES_PER_CALL],
+            mmu_fault_info: 0,
+            mmu_fault: MmuFaultFlag::default(),
+            starting_sm: 0,
+        }
+    }
+}
+
+/// `NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_ENTRY`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MmuFaultEntry {
+    pub fault_address: u64,
+    /// `NV_PFAULT_FAULT_TYPE_*` ([`fault_type_name`]).
+    pub fault_type: u32,
+    /// `NV_PFAULT_ACCESS_TYPE_*` ([`access_type_name`]).
+    pub access_type: u32,
+}
+
+/// MMU fault entries RM keeps per debugger.
+pub const MMU_FAULT_ENTRIES: usize = 4;
+
+/// `NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_PARAMS`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadMmuFaultInfo {
+    pub entries: [MmuFaultEntry; MMU_FAULT_ENTRIES],
+    pub count: u32,
+    pub _pad: u32,
+}
+
+/// `NV_PFAULT_FAULT_TYPE_*`, from the GPU's fault-buffer format.
+pub const FAULT_TYPES: &[(u32, &str)] = &[
+    (0, "PDE"),
+    (1, "PDE_SIZE"),
+    (2, "PTE"),
+    (3, "VA_LIMIT_VIOLATION"),
+    (4, "UNBOUND_INST_BLOCK"),
+    (5, "PRIV_VIOLATION"),
+    (6, "RO_VIOLATION"),
+    (7, "WO_VIOLATION"),
+    (8, "PITCH_MASK_VIOLATION"),
+    (9, "WORK_CREATION"),
+    (10, "UNSUPPORTED_APERTURE"),
+    (11, "COMPRESSION_FAILURE"),
+    (12, "UNSUPPORTED_KIND"),
+    (13, "REGION_VIOLATION"),
+    (14, "POISONED"),
+    (15, "ATOMIC_VIOLATION"),
+];
+
+/// `NV_PFAULT_ACCESS_TYPE_*` (the virtual-address names).
+pub const ACCESS_TYPES: &[(u32, &str)] = &[
+    (0, "READ"),
+    (1, "WRITE"),
+    (2, "ATOMIC"),
+    (3, "PREFETCH"),
+    (4, "ATOMIC_WEAK"),
+    (8, "PHYS_READ"),
+    (9, "PHYS_WRITE"),
+    (10, "PHYS_ATOMIC"),
+    (11, "PHYS_PREFETCH"),
+];
+
+/// The name of an MMU fault type.
+pub fn fault_type_name(t: u32) -> &'static str {
+    FAULT_TYPES
+        .iter()
+        .find(|(v, _)| *v == t)
+        .map_or("an unnamed fault type", |(_, n)| n)
+}
+
+/// The name of an MMU fault access type.
+pub fn access_type_name(t: u32) -> &'static str {
+    ACCESS_TYPES
+        .iter()
+        .find(|(v, _)| *v == t)
+        .map_or("an unnamed access type", |(_, n)| n)
 }
 
 /// A NUL-terminated byte string from a parameter structure.

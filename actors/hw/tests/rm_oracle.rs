@@ -720,3 +720,181 @@ fn channel_structures_match_the_oracle_and_reference() {
         assert_eq!(c[name].as_u64(), Some(*ours), "{name}");
     }
 }
+
+#[test]
+fn debugger_and_gr_info_structures_match_the_oracle() {
+    let d = data();
+    let (s, c) = (&d["structs"], &d["constants"]);
+    pin(
+        &s["struct_NV83DE_ALLOC_PARAMETERS"],
+        "debugger_alloc",
+        size_of::<DebuggerAlloc>(),
+        &[
+            (
+                "hDebuggerClient_Obsolete",
+                offset_of!(DebuggerAlloc, h_debugger_client_obsolete),
+            ),
+            ("hAppClient", offset_of!(DebuggerAlloc, h_app_client)),
+            (
+                "hClass3dObject",
+                offset_of!(DebuggerAlloc, h_class3d_object),
+            ),
+        ],
+    );
+    pin(
+        &s["struct_NV83DE_SM_ERROR_STATE_REGISTERS"],
+        "sm_error_state",
+        size_of::<SmErrorState>(),
+        &[
+            ("hwwGlobalEsr", offset_of!(SmErrorState, hww_global_esr)),
+            ("hwwWarpEsr", offset_of!(SmErrorState, hww_warp_esr)),
+            ("hwwWarpEsrPc", offset_of!(SmErrorState, hww_warp_esr_pc)),
+            (
+                "hwwGlobalEsrReportMask",
+                offset_of!(SmErrorState, hww_global_esr_report_mask),
+            ),
+            (
+                "hwwWarpEsrReportMask",
+                offset_of!(SmErrorState, hww_warp_esr_report_mask),
+            ),
+            ("hwwEsrAddr", offset_of!(SmErrorState, hww_esr_addr)),
+            (
+                "hwwWarpEsrPc64",
+                offset_of!(SmErrorState, hww_warp_esr_pc64),
+            ),
+            ("hwwCgaEsr", offset_of!(SmErrorState, hww_cga_esr)),
+            (
+                "hwwCgaEsrReportMask",
+                offset_of!(SmErrorState, hww_cga_esr_report_mask),
+            ),
+        ],
+    );
+    pin(
+        &s["struct_NV83DE_MMU_FAULT_INFO"],
+        "mmu_fault_flag",
+        size_of::<MmuFaultFlag>(),
+        &[
+            ("valid", offset_of!(MmuFaultFlag, valid)),
+            ("faultInfo", offset_of!(MmuFaultFlag, fault_info)),
+        ],
+    );
+    pin(
+        &s["struct_NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS"],
+        "read_all_sm_error_states",
+        size_of::<ReadAllSmErrorStates>(),
+        &[
+            (
+                "hTargetChannel",
+                offset_of!(ReadAllSmErrorStates, h_target_channel),
+            ),
+            (
+                "numSMsToRead",
+                offset_of!(ReadAllSmErrorStates, num_sms_to_read),
+            ),
+            (
+                "smErrorStateArray",
+                offset_of!(ReadAllSmErrorStates, sm_error_states),
+            ),
+            (
+                "mmuFaultInfo",
+                offset_of!(ReadAllSmErrorStates, mmu_fault_info),
+            ),
+            ("mmuFault", offset_of!(ReadAllSmErrorStates, mmu_fault)),
+            ("startingSM", offset_of!(ReadAllSmErrorStates, starting_sm)),
+        ],
+    );
+    pin(
+        &s["struct_NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_ENTRY"],
+        "mmu_fault_entry",
+        size_of::<MmuFaultEntry>(),
+        &[
+            ("faultAddress", offset_of!(MmuFaultEntry, fault_address)),
+            ("faultType", offset_of!(MmuFaultEntry, fault_type)),
+            ("accessType", offset_of!(MmuFaultEntry, access_type)),
+        ],
+    );
+    pin(
+        &s["struct_NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_PARAMS"],
+        "read_mmu_fault_info",
+        size_of::<ReadMmuFaultInfo>(),
+        &[
+            ("mmuFaultInfoList", offset_of!(ReadMmuFaultInfo, entries)),
+            ("count", offset_of!(ReadMmuFaultInfo, count)),
+        ],
+    );
+    pin(
+        &s["struct_NV2080_CTRL_GR_GET_INFO_PARAMS"],
+        "gr_get_info",
+        size_of::<GrGetInfo>(),
+        &[
+            ("grInfoListSize", offset_of!(GrGetInfo, list_size)),
+            ("grInfoList", offset_of!(GrGetInfo, list)),
+            ("grRouteInfo", offset_of!(GrGetInfo, route_info)),
+        ],
+    );
+    assert_eq!(
+        s["struct_NV0080_CTRL_GR_ROUTE_INFO"]["size"].as_u64(),
+        Some(std::mem::size_of_val(&GrGetInfo::default().route_info) as u64)
+    );
+    let numbers: &[(&str, u64)] = &[
+        ("GT200_DEBUGGER", u64::from(class::GT200_DEBUGGER)),
+        (
+            "NV83DE_CTRL_CMD_DEBUG_READ_ALL_SM_ERROR_STATES",
+            u64::from(control::DEBUG_READ_ALL_SM_ERROR_STATES),
+        ),
+        (
+            "NV83DE_CTRL_CMD_DEBUG_READ_MMU_FAULT_INFO",
+            u64::from(control::DEBUG_READ_MMU_FAULT_INFO),
+        ),
+        (
+            "NV2080_CTRL_CMD_GR_GET_INFO",
+            u64::from(control::GR_GET_INFO),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM",
+            u64::from(gr_info::MAX_WARPS_PER_SM),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_SM_VERSION",
+            u64::from(gr_info::SM_VERSION),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS",
+            u64::from(gr_info::LITTER_NUM_GPCS),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC",
+            u64::from(gr_info::LITTER_NUM_TPC_PER_GPC),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC",
+            u64::from(gr_info::LITTER_NUM_SM_PER_TPC),
+        ),
+    ];
+    for (name, ours) in numbers {
+        assert_eq!(c[name].as_u64(), Some(*ours), "{name}");
+    }
+    assert_eq!(
+        s["struct_NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS"]["size"].as_u64(),
+        Some((8 + SM_ERROR_STATES_PER_CALL * size_of::<SmErrorState>() + 16) as u64),
+        "100 SM records"
+    );
+    // Every fault and access type we name, by the oracle's name.
+    for (value, name) in FAULT_TYPES {
+        assert_eq!(
+            c[format!("NV_PFAULT_FAULT_TYPE_{name}")].as_u64(),
+            Some(u64::from(*value)),
+            "fault type {name}"
+        );
+    }
+    for (value, name) in ACCESS_TYPES {
+        let key = if name.starts_with("PHYS") {
+            format!("NV_PFAULT_ACCESS_TYPE_{name}")
+        } else {
+            format!("NV_PFAULT_ACCESS_TYPE_VIRT_{name}")
+        };
+        assert_eq!(c[&key].as_u64(), Some(u64::from(*value)), "{key}");
+    }
+    assert_eq!(fault_type_name(2), "PTE");
+    assert_eq!(access_type_name(1), "WRITE");
+}
