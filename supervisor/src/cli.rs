@@ -324,8 +324,15 @@ fn failed(e: HostError, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     if let Some(p) = e.report() {
         let _ = writeln!(out, "crash report: {}", p.display());
     }
+    // A kernel module whose device files are absent: the device cannot be
+    // opened, which is a usage error, not a failure.
+    let unopenable = matches!(
+        macuda_core::find_in_chain::<macuda_gsp::kernel::KernelRmError>(&e),
+        Some(macuda_gsp::kernel::KernelRmError::Open { .. })
+    );
     match e {
         HostError::Interrupted { .. } => status::INTERRUPTED,
+        HostError::Boot { .. } if unopenable => status::USAGE,
         HostError::ActorFailed { .. }
         | HostError::Boot { .. }
         | HostError::Down { .. }

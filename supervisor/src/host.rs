@@ -99,6 +99,9 @@ pub struct HostConfig {
     pub record: Option<PathBuf>,
     /// Chain depth, descriptor diffing and the lane's size.
     pub submit: macuda_submit::SubmitConfig,
+    /// On the kernel path, open RM nodes through this driver instead of
+    /// the device files (tests hold a fake of the kernel module this way).
+    pub rm_driver: Option<Arc<dyn macuda_gsp::kernel::RmDriver>>,
 }
 
 /// `MACUDA_REPORT_DIR`, else `macuda-reports` in the system temp directory.
@@ -122,6 +125,7 @@ impl HostConfig {
             faults: FaultBoard::new(),
             record: None,
             submit: macuda_submit::SubmitConfig::default(),
+            rm_driver: None,
         }
     }
 }
@@ -170,6 +174,8 @@ pub enum HostError {
     RmNotBuilt { device: String },
     #[error("unknown actor `{0}` (expected pci, gsp, memory, submit or loader)")]
     UnknownActor(String),
+    #[error("--record traces accesses to the card; through `{device}` (NVIDIA's kernel module) we make none")]
+    NothingToRecord { device: String },
     #[error("could not start the monitor thread")]
     Spawn(#[source] std::io::Error),
 }
@@ -237,11 +243,25 @@ pub struct Stack {
     pub device: DeviceInfo,
 }
 
-/// Devices whose resource manager the gsp actor can serve today: only the
-/// null device's software RM until GSP-RM boot and the kernel-module path
-/// land.
+/// Devices whose resource manager the gsp actor can serve today: the null
+/// device's software RM and NVIDIA's kernel module; GSP-RM boot (for
+/// tinygpu, remote and sysfs) is not built yet.
 fn rm_built(spec: &DeviceSpec) -> bool {
-    matches!(spec, DeviceSpec::Null)
+    matches!(spec, DeviceSpec::Null | DeviceSpec::Kernel { .. })
+}
+
+/// The RM the gsp actor talks to for a device.
+fn rm_choice(spec: &DeviceSpec, config: &HostConfig) -> macuda_gsp::RmChoice {
+    match spec {
+        DeviceSpec::Kernel { index } => macuda_gsp::RmChoice::Kernel {
+            driver: config
+                .rm_driver
+                .clone()
+                .unwrap_or_else(|| Arc::new(macuda_gsp::kernel::DeviceFiles)),
+            index: *index,
+        },
+        _ => macuda_gsp::RmChoice::Null,
+    }
 }
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -268,6 +288,12 @@ fn install_ctrl_c(events: &flume::Sender<SupervisorEvent>) {
             tracing::warn!(error = %e, "Ctrl-C handler not installed");
         }
     });
+}
+
+/// Whether a device's transport owns the PCI function (all but the
+/// kernel-module path).
+fn spec_owns_pci(spec: &DeviceSpec) -> bool {
+    !matches!(spec, DeviceSpec::Kernel { .. })
 }
 
 /// The in-process driver: a running stack of actors under supervision.
@@ -303,6 +329,11 @@ impl Host {
         }
         for n in &notes {
             tracing::info!("{n}");
+        }
+        if config.record.is_some() && !spec_owns_pci(&spec) {
+            return Err(HostError::NothingToRecord {
+                device: spec.to_string(),
+            });
         }
         let opener = match &config.opener {
             Some(o) => Arc::clone(o),
@@ -342,7 +373,13 @@ impl Host {
                 faults: config.faults.switch(name)?.clone(),
             })
         };
-        let booted = boot(&sup, &opener, &actor_config, config.submit);
+        let booted = boot(
+            &sup,
+            &opener,
+            &actor_config,
+            config.submit,
+            rm_choice(&spec, &config),
+        );
         let stack = match booted {
             Ok(stack) => stack,
             Err((actor, err)) => {
@@ -395,6 +432,29 @@ impl Host {
 
     fn describe_device(&self) -> String {
         let d = &self.stack.device;
+        if d.rm == macuda_gsp::RmBackend::KernelModule {
+            let bar1 = d
+                .identity
+                .bars
+                .iter()
+                .find(|b| b.index == 1)
+                .map(|b| format!(", BAR1 {} MiB", b.bytes >> 20))
+                .unwrap_or_default();
+            return format!(
+                "macuda {}: device {} via {}: {} ({}, pci {:04x}:{:04x}), {} MiB VRAM{}, driver {}, RM: {}",
+                crate::BUILD_ID,
+                self.spec,
+                self.sup.opener.describe(),
+                d.name.as_deref().unwrap_or("unnamed GPU"),
+                d.chip.chip,
+                d.identity.vendor,
+                d.identity.device,
+                d.vram_bytes >> 20,
+                bar1,
+                d.driver_version.as_deref().unwrap_or("unknown"),
+                d.rm.describe()
+            );
+        }
         let bar1 = d
             .identity
             .bars
@@ -570,18 +630,27 @@ fn boot(
     opener: &Arc<dyn Opener>,
     config: &ConfigFor<'_>,
     submit_config: macuda_submit::SubmitConfig,
+    rm: macuda_gsp::RmChoice,
 ) -> Result<Stack, (&'static str, HostError)> {
     let at = |actor: &'static str| move |e: HostError| (actor, e);
     let (pci, join) = macuda_pci::spawn(config("pci").map_err(at("pci"))?, opener)
         .map_err(|e| ("pci", e.into()))?;
     sup.adopt(join);
-    let (gsp, join) = macuda_gsp::spawn(config("gsp").map_err(at("gsp"))?, pci.clone())
+    let (gsp, join) = macuda_gsp::spawn(config("gsp").map_err(at("gsp"))?, pci.clone(), rm)
         .map_err(|e| ("gsp", e.into()))?;
     sup.adopt(join);
     let device = gsp.open_device().map_err(|e| ("gsp", e.into()))?;
     *sup.firmware_note.lock() = match device.rm {
         macuda_gsp::RmBackend::Null => "the null device runs no firmware".to_string(),
+        macuda_gsp::RmBackend::KernelModule => format!(
+            "GSP firmware is the kernel module's ({}): not ours to load or unload",
+            device
+                .driver_version
+                .as_deref()
+                .unwrap_or("unknown version")
+        ),
     };
+    *sup.teardown.lock() = gsp.teardown().map_err(|e| ("gsp", e.into()))?;
     let (memory, join) =
         macuda_memory::spawn(config("memory").map_err(at("memory"))?, &gsp, pci.clone())
             .map_err(|e| ("memory", e.into()))?;
@@ -594,7 +663,7 @@ fn boot(
         submit_config,
         sm,
         memory.clone(),
-        pci.clone(),
+        gsp.clone(),
     )
     .map_err(|e| ("submit", e.into()))?;
     sup.adopt(join);

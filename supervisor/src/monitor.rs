@@ -36,6 +36,8 @@ pub(crate) struct Supervision {
     pub device_line: Mutex<String>,
     /// What happens to the GSP firmware at exit on this backend.
     pub firmware_note: Mutex<String>,
+    /// On the kernel path: our RM objects, reachable without the gsp actor.
+    pub teardown: Mutex<Option<macuda_gsp::RmTeardown>>,
     /// Bottom-up: pci first.
     pub joins: Mutex<Vec<ActorJoin>>,
     pub statuses: Mutex<Vec<Arc<ActorStatus>>>,
@@ -80,6 +82,7 @@ impl Supervision {
             opener,
             device_line: Mutex::new("device not opened yet".to_string()),
             firmware_note: Mutex::new("no firmware was booted".to_string()),
+            teardown: Mutex::new(None),
             joins: Mutex::new(Vec::new()),
             statuses: Mutex::new(Vec::new()),
             state: Mutex::new(State::Running),
@@ -148,20 +151,42 @@ impl Supervision {
             ReportCause::Exit => tracing::info!("normal exit"),
         }
         let mut steps = Vec::new();
-        match cause {
-            ReportCause::Failure { .. } => {
-                let mut fresh = self.bus_master_off(&mut steps);
-                self.stop_actors(&mut steps);
-                self.function_reset(&mut steps, fresh.as_deref_mut());
+        if self.opener.owns_function() {
+            match cause {
+                ReportCause::Failure { .. } => {
+                    let mut fresh = self.bus_master_off(&mut steps);
+                    self.stop_actors(&mut steps);
+                    self.function_reset(&mut steps, fresh.as_deref_mut());
+                }
+                ReportCause::Interrupted => {
+                    self.bus_master_off(&mut steps);
+                    self.stop_actors(&mut steps);
+                }
+                ReportCause::Exit => {
+                    self.stop_actors(&mut steps);
+                    self.bus_master_off(&mut steps);
+                }
             }
-            ReportCause::Interrupted => {
-                self.bus_master_off(&mut steps);
-                self.stop_actors(&mut steps);
+        } else {
+            // NVIDIA's module owns the PCI function: we never touch its
+            // config space and never reset the GPU. Our part is our RM
+            // objects: stop our channels first (the GPU runs none of our
+            // work after that), then the actors, then free the client.
+            if !matches!(cause, ReportCause::Exit) {
+                self.stop_channels(&mut steps);
             }
-            ReportCause::Exit => {
-                self.stop_actors(&mut steps);
-                self.bus_master_off(&mut steps);
-            }
+            self.stop_actors(&mut steps);
+            self.free_rm_client(&mut steps);
+            timed(
+                &mut steps,
+                "leave PCI config and reset to the kernel module",
+                || {
+                    Ok(
+                        "bus mastering and reset untouched: the module owns the function"
+                            .to_string(),
+                    )
+                },
+            );
         }
         let note = self.firmware_note.lock().clone();
         timed(
@@ -229,6 +254,45 @@ impl Supervision {
             },
         );
         fresh
+    }
+
+    /// Kernel path, step 1: our channel groups off the scheduler, through
+    /// the control node the teardown handle shares (not the gsp actor).
+    fn stop_channels(&self, steps: &mut Vec<RecoveryStep>) {
+        let teardown = self.teardown.lock().clone();
+        timed(
+            steps,
+            "stop our channel groups (RM schedule off)",
+            || match teardown {
+                None => Ok("no RM client was opened".to_string()),
+                Some(t) => t
+                    .stop_channels()
+                    .map(|n| format!("{n} channel group(s) of client {:#x} stopped", t.client()))
+                    .map_err(|e| chain_text(&e)),
+            },
+        );
+    }
+
+    /// Kernel path, last step: free our RM client and everything under it
+    /// (channels, memory, VA space), unless the gsp actor freed it as it
+    /// stopped.
+    fn free_rm_client(&self, steps: &mut Vec<RecoveryStep>) {
+        let teardown = self.teardown.lock().clone();
+        timed(
+            steps,
+            "free our RM objects (the client and all below)",
+            || match teardown {
+                None => Ok("no RM client was opened".to_string()),
+                Some(t) => match t.free_client() {
+                    Ok(true) => Ok(format!("client {:#x} freed", t.client())),
+                    Ok(false) => Ok(format!(
+                        "client {:#x} already freed by the gsp actor as it stopped",
+                        t.client()
+                    )),
+                    Err(e) => Err(chain_text(&e)),
+                },
+            },
+        );
     }
 
     /// Long enough for the top layer's deadline to run out, so an actor

@@ -69,7 +69,7 @@ fn demo_with_an_injected_fault_exits_nonzero_and_names_its_report() {
         "null",
         "demo",
         "--inject",
-        "memory:hang:9",
+        "memory:hang:20",
         "--deadline-ms",
         "300",
     ]));
@@ -105,7 +105,6 @@ fn unbuilt_devices_say_so() {
         "tinygpu",
         "remote:localhost:9",
         "sysfs:0000:01:00.0",
-        "kernel",
         "replay:x.trace",
     ] {
         let (code, _, err) = run(macuda(dir.path()).args(["--device", dev, "demo"]));
@@ -115,6 +114,18 @@ fn unbuilt_devices_say_so() {
     let (code, _, err) = run(macuda(dir.path()).args(["--device", "gpu0", "demo"]));
     assert_eq!(code, 2);
     assert!(err.contains("bad device"), "{err}");
+}
+
+#[test]
+fn the_kernel_device_without_the_module_cannot_be_opened() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        eprintln!("skipped: NVIDIA's kernel module is present here (the device tests cover it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(macuda(dir.path()).args(["--device", "kernel", "demo"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot open /dev/nvidiactl"), "{err}");
 }
 
 #[test]

@@ -392,16 +392,23 @@ fn a_gib_goes_host_to_device_to_device_to_host_byte_exact() {
         copy: mut ch,
         ..
     } = open_gpu();
-    let mut src = rm.alloc_host(&mut space, GIB).unwrap();
-    let mut back = rm.alloc_host(&mut space, GIB).unwrap();
+    let src = rm.alloc_host(&mut space, GIB).unwrap();
+    let back = rm.alloc_host(&mut space, GIB).unwrap();
     let d1 = rm.alloc_vram(&mut space, GIB, false).unwrap();
     let d2 = rm.alloc_vram(&mut space, GIB, false).unwrap();
     let cmds = rm.alloc_vram(&mut space, 4096, true).unwrap();
     let sem = rm.alloc_vram(&mut space, 4096, true).unwrap();
-    for (i, w) in src.map.chunks_exact_mut(8).enumerate() {
+    // SAFETY: the pinned mappings are ours alone while the test runs.
+    let (src_bytes, back_bytes) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(src.map.as_mut_ptr(), src.map.len()),
+            std::slice::from_raw_parts_mut(back.map.as_mut_ptr(), back.map.len()),
+        )
+    };
+    for (i, w) in src_bytes.chunks_exact_mut(8).enumerate() {
         w.copy_from_slice(&((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes());
     }
-    back.map.fill(0x5A);
+    back_bytes.fill(0x5A);
     // SAFETY: inside the semaphore's 4 KiB mapping.
     unsafe { std::ptr::write_volatile(sem.cpu.as_ref().unwrap().as_ptr().cast::<u64>(), 0) };
     let mut pb = PushBuffer::new();
@@ -436,7 +443,10 @@ fn a_gib_goes_host_to_device_to_device_to_host_byte_exact() {
         std::thread::yield_now();
     }
     let took = started.elapsed();
-    assert!(src.map[..] == back.map[..], "the GiB came back different");
+    assert!(
+        src_bytes[..] == back_bytes[..],
+        "the GiB came back different"
+    );
     eprintln!("1 GiB host -> device -> device -> host, byte-exact, in {took:?}");
 }
 

@@ -1,3 +1,4 @@
+use crate::kernel::KernelRmError;
 use crate::objects::ObjectHandle;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_pci::PciError;
@@ -8,6 +9,8 @@ pub enum GspError {
     Actor(#[from] ActorError),
     #[error("pci request failed")]
     Pci(#[source] PciError),
+    #[error("the kernel module's RM")]
+    Kernel(#[from] KernelRmError),
     #[error("the device is not open yet (open_device comes first)")]
     NotOpen,
     #[error("the card reports no usable VRAM (NV_USABLE_FB_SIZE_IN_MB is 0)")]
@@ -24,6 +27,19 @@ pub enum GspError {
     Spawn(#[source] std::io::Error),
     #[error("the {backend} RM does not implement class {class:#06x}")]
     UnsupportedClass { backend: &'static str, class: u32 },
+    #[error("the {rm} RM has no {what}")]
+    NotOnThisRm {
+        rm: &'static str,
+        what: &'static str,
+    },
+    #[error("GPU address {va:#x} is not aligned to the {align}-byte page its memory needs")]
+    MisalignedVa { va: u64, align: u64 },
+    #[error("{bytes} bytes is more than this process can map")]
+    TooLarge { bytes: u64 },
+    #[error("the channels exist already (destroy them first)")]
+    ChannelsExist,
+    #[error("no channels have been created")]
+    NoChannels,
 }
 
 impl ActorFault for GspError {
@@ -31,11 +47,29 @@ impl ActorFault for GspError {
         match self {
             GspError::Actor(ActorError::Injected { .. }) => Severity::Fatal,
             GspError::Actor(_) | GspError::Pci(_) => Severity::Downstream,
+            GspError::Kernel(k) => match k {
+                // RM said no (out of memory, a bad argument): the caller's
+                // problem, the stack is fine.
+                KernelRmError::Status { .. }
+                | KernelRmError::Map { .. }
+                | KernelRmError::VaExhausted { .. } => Severity::Recoverable,
+                // The module itself failed us, or is not the one we speak.
+                KernelRmError::Open { .. }
+                | KernelRmError::Ioctl { .. }
+                | KernelRmError::NoClass { .. }
+                | KernelRmError::NoGpu { .. }
+                | KernelRmError::DriverVersion { .. } => Severity::Fatal,
+            },
             GspError::NoVram | GspError::Spawn(_) => Severity::Fatal,
             GspError::NotOpen
             | GspError::NoSuchObject(_)
             | GspError::BadParent { .. }
-            | GspError::UnsupportedClass { .. } => Severity::Recoverable,
+            | GspError::UnsupportedClass { .. }
+            | GspError::NotOnThisRm { .. }
+            | GspError::MisalignedVa { .. }
+            | GspError::TooLarge { .. }
+            | GspError::ChannelsExist
+            | GspError::NoChannels => Severity::Recoverable,
         }
     }
 }

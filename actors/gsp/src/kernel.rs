@@ -13,9 +13,10 @@ use macuda_hw::methods::usermode;
 use macuda_hw::push::{USERD_BYTES, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::rm::{
     self, class, control, escape, fb_info, uvm, AllocOsMemory, ArchInfo, BuildVersionV2, CardInfo,
-    ChannelAlloc, ChannelGroupAlloc, ClassListV2, CtxShareAlloc, DeviceAlloc, FbInfoV2, GidInfo,
-    GpfifoSchedule, GpuIdInfoV2, GpuNameString, MapMemory, MemoryAlloc, PciInfo, RegisterFd,
-    RmAlloc, RmControl, RmFree, SubdeviceAlloc, VaSpaceAlloc, WorkSubmitToken, CARD_INFO_ENTRIES,
+    ChannelAlloc, ChannelGroupAlloc, ClassListV2, CtxShareAlloc, DebuggerAlloc, DeviceAlloc,
+    FbInfoV2, GidInfo, GpfifoSchedule, GpuIdInfoV2, GpuNameString, MapMemory, MemoryAlloc, PciInfo,
+    RegisterFd, RmAlloc, RmControl, RmFree, SubdeviceAlloc, VaSpaceAlloc, WorkSubmitToken,
+    CARD_INFO_ENTRIES,
 };
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -27,10 +28,15 @@ use std::sync::Arc;
 /// 2^49.
 const VA_SPACE_BASE: u64 = 0x1000;
 const VA_SPACE_SIZE: u64 = 0x1_FFFF_FB00_0000;
-/// Where our allocations go in it: above the window kept for mappings the
-/// CPU shares at the same address.
+/// The window the direct path (device tests, channel context buffers)
+/// takes VAs from, one after another: above the window kept for mappings
+/// the CPU shares at the same address, below [`ALLOCATOR_VA_WINDOW`].
 const GPU_VA_START: u64 = 0x20_0000_0000;
-const GPU_VA_END: u64 = 1 << 48;
+const GPU_VA_END: u64 = 0x40_0000_0000;
+/// The VAs left to the memory actor's allocator: everything from the end of
+/// the direct window up to 2^40, because QMDs, push buffers and constant
+/// banks must lie below 2^40 (the fields hold VA >> 8 in 32 bits).
+pub const ALLOCATOR_VA_WINDOW: std::ops::Range<u64> = GPU_VA_END..(1 << 40);
 const PAGE_4K: u64 = 4 << 10;
 const PAGE_2M: u64 = 2 << 20;
 /// Allocations from this size up take 2 MiB pages.
@@ -44,6 +50,48 @@ pub struct GpuVaSpace {
     pub handle: u32,
     pub uuid: [u8; 16],
     next_va: u64,
+}
+
+impl GpuVaSpace {
+    /// The next `bytes` of VA at `align` in the direct window (the memory
+    /// actor allocates in [`ALLOCATOR_VA_WINDOW`] instead).
+    ///
+    /// # Errors
+    /// The window is exhausted.
+    pub fn take_va(&mut self, bytes: u64, align: u64) -> Result<u64, KernelRmError> {
+        let va = self.next_va.next_multiple_of(align);
+        if va + bytes > GPU_VA_END {
+            return Err(KernelRmError::VaExhausted { bytes });
+        }
+        self.next_va = va + bytes;
+        Ok(va)
+    }
+}
+
+/// Video memory RM allocated, not yet mapped anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VideoMemory {
+    pub handle: u32,
+    /// Rounded up to a whole number of `page`.
+    pub bytes: u64,
+    /// The page size it is mapped with (2 MiB for large buffers).
+    pub page: u64,
+}
+
+/// The page size RM gives video memory of `bytes`.
+pub fn video_page(bytes: u64) -> u64 {
+    if bytes >= HUGE_PAGE_THRESHOLD {
+        PAGE_2M
+    } else {
+        PAGE_4K
+    }
+}
+
+/// Process memory RM pinned (an OS descriptor), with the process's view.
+pub struct PinnedHost {
+    pub handle: u32,
+    pub bytes: u64,
+    pub map: Arc<memmap2::MmapRaw>,
 }
 
 /// Video memory mapped into a GPU VA space (and maybe for the CPU).
@@ -175,7 +223,7 @@ pub struct HostBuffer {
     pub va: u64,
     pub bytes: u64,
     /// The process's view of the same memory.
-    pub map: memmap2::MmapMut,
+    pub map: Arc<memmap2::MmapRaw>,
 }
 
 /// Handles we choose ourselves (RM wants them on the OS-descriptor path),
@@ -369,9 +417,10 @@ pub struct KernelIdentity {
 /// (everything under the client) when dropped.
 pub struct KernelRm {
     driver: Arc<dyn RmDriver>,
-    ctl: Box<dyn RmNode>,
+    /// Shared with the [`RmTeardown`] the supervisor holds.
+    ctl: Arc<dyn RmNode>,
     /// Kept open: it pins the GPU and links to the ctl fd's client.
-    _device_node: Box<dyn RmNode>,
+    device_node: Box<dyn RmNode>,
     node: PathBuf,
     index: u32,
     card: CardInfo,
@@ -380,6 +429,11 @@ pub struct KernelRm {
     device: u32,
     subdevice: u32,
     next_handle: std::sync::atomic::AtomicU32,
+    /// Channel groups the teardown handle stops.
+    groups: Arc<parking_lot::Mutex<Vec<u32>>>,
+    /// Set once the client is freed, by whichever of us or the teardown
+    /// handle does it first.
+    freed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn open_node(driver: &dyn RmDriver, path: &Path) -> Result<Box<dyn RmNode>, KernelRmError> {
@@ -444,7 +498,7 @@ impl KernelRm {
     /// # Errors
     /// No such GPU, a driver other than 580, or any RM refusal.
     pub fn open(driver: Arc<dyn RmDriver>, index: u32) -> Result<KernelRm, KernelRmError> {
-        let ctl = open_node(driver.as_ref(), Path::new(CTL_NODE))?;
+        let ctl: Arc<dyn RmNode> = Arc::from(open_node(driver.as_ref(), Path::new(CTL_NODE))?);
         let cards = list_cards(ctl.as_ref())?;
         let card = *cards.get(index as usize).ok_or(KernelRmError::NoGpu {
             index,
@@ -484,7 +538,7 @@ impl KernelRm {
         let mut rm = KernelRm {
             driver,
             ctl,
-            _device_node: device_node,
+            device_node,
             node,
             index,
             card,
@@ -493,6 +547,8 @@ impl KernelRm {
             device: 0,
             subdevice: 0,
             next_handle: std::sync::atomic::AtomicU32::new(FIRST_OWN_HANDLE),
+            groups: Arc::default(),
+            freed: Arc::default(),
         };
         let mut id = GpuIdInfoV2 {
             gpu_id: card.gpu_id,
@@ -512,6 +568,11 @@ impl KernelRm {
 
     pub fn client(&self) -> u32 {
         self.client
+    }
+
+    /// What the module's card list says of this GPU.
+    pub fn card(&self) -> CardInfo {
+        self.card
     }
 
     pub fn device(&self) -> u32 {
@@ -548,14 +609,7 @@ impl KernelRm {
     /// # Errors
     /// The ioctl fails or RM refuses.
     pub fn free(&self, parent: u32, object: u32) -> Result<(), KernelRmError> {
-        let mut f = [RmFree {
-            h_root: self.client,
-            h_object_parent: parent,
-            h_object_old: object,
-            status: 0,
-        }];
-        escape_call(self.ctl.as_ref(), escape::RM_FREE, &mut f, "RM_FREE")?;
-        check(f[0].status, "a free")
+        free_raw(self.ctl.as_ref(), self.client, parent, object)
     }
 
     /// The classes the device offers.
@@ -733,20 +787,19 @@ impl KernelRm {
         })
     }
 
-    /// Map RM memory object `handle` (`size` bytes) into `space` at a VA
-    /// of ours aligned to `page`, through UVM.
-    fn map_for_gpu(
+    /// Map `size` bytes of RM memory object `handle` into `space` at `va`
+    /// (chosen by the caller, aligned to the object's page size), through
+    /// UVM: an external range, then the allocation mapped into it.
+    ///
+    /// # Errors
+    /// UVM refusing the range or the mapping.
+    pub fn map_gpu(
         &self,
-        space: &mut GpuVaSpace,
+        space: &GpuVaSpace,
         handle: u32,
+        va: u64,
         size: u64,
-        page: u64,
-    ) -> Result<u64, KernelRmError> {
-        let va = space.next_va.next_multiple_of(page);
-        if va + size > GPU_VA_END {
-            return Err(KernelRmError::VaExhausted { bytes: size });
-        }
-        space.next_va = va + size;
+    ) -> Result<(), KernelRmError> {
         let mut range = [uvm::CreateExternalRange {
             base: va,
             length: size,
@@ -773,78 +826,43 @@ impl KernelRm {
             mapping_type: uvm::MAPPING_READ_WRITE_ATOMIC,
             ..uvm::GpuMappingAttributes::default()
         };
-        raw_ioctl(
+        let mapped = raw_ioctl(
             space.uvm.as_ref(),
             uvm::MAP_EXTERNAL_ALLOCATION,
             std::slice::from_mut(map.as_mut()),
             "UVM_MAP_EXTERNAL_ALLOCATION",
-        )?;
-        check(map.status, "a GPU mapping")?;
-        Ok(va)
+        )
+        .and_then(|()| check(map.status, "a GPU mapping"));
+        if let Err(e) = mapped {
+            // Give the range back so a failed mapping leaves nothing behind.
+            let _ = self.unmap_gpu(space, va, size);
+            return Err(e);
+        }
+        Ok(())
     }
 
-    /// Host memory of this process, pinned by RM and mapped into `space`
-    /// through UVM: what the copy engine reads and writes on the host side.
+    /// Remove the GPU mapping (and UVM range) at `va`.
     ///
     /// # Errors
-    /// The anonymous mapping, RM or UVM refusing.
-    pub fn alloc_host(
-        &self,
-        space: &mut GpuVaSpace,
-        bytes: u64,
-    ) -> Result<HostBuffer, KernelRmError> {
-        let size = bytes.max(1).next_multiple_of(PAGE_4K);
-        // CAST: host allocations fit the address space.
-        let map =
-            memmap2::MmapMut::map_anon(size as usize).map_err(|source| KernelRmError::Map {
-                object: 0,
-                len: size as usize,
-                source,
-            })?;
-        let handle = self
-            .next_handle
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut params = [AllocOsMemory {
-            h_root: self.client,
-            h_object_parent: self.device,
-            h_object_new: handle,
-            h_class: class::NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
-            flags: rm::OS_MEMORY_FLAGS,
-            p_memory: map.as_ptr() as u64,
-            limit: size - 1,
-            fd: -1,
-            ..AllocOsMemory::default()
+    /// UVM refusing (no range there).
+    pub fn unmap_gpu(&self, space: &GpuVaSpace, va: u64, size: u64) -> Result<(), KernelRmError> {
+        let mut free = [uvm::Free {
+            base: va,
+            length: size,
+            ..uvm::Free::default()
         }];
-        // This escape works only on a device node.
-        escape_call(
-            self._device_node.as_ref(),
-            escape::RM_ALLOC_MEMORY,
-            &mut params,
-            "RM_ALLOC_MEMORY",
-        )?;
-        check(params[0].status, "pinning host memory")?;
-        let va = self.map_for_gpu(space, handle, size, PAGE_4K)?;
-        Ok(HostBuffer {
-            handle,
-            va,
-            bytes: size,
-            map,
-        })
+        raw_ioctl(space.uvm.as_ref(), uvm::FREE, &mut free, "UVM_FREE")?;
+        check(free[0].status, "freeing a UVM range")
     }
 
-    /// Video memory: allocated by RM, mapped into `space` at a VA of ours
-    /// (through UVM), and, with `cpu`, mapped for the CPU through BAR1.
+    /// Video memory allocated by RM: its handle and the size it got (a
+    /// whole number of the page size it is mapped with).
     ///
     /// # Errors
-    /// RM or UVM refusing, or the VA window exhausted.
-    pub fn alloc_vram(
-        &self,
-        space: &mut GpuVaSpace,
-        bytes: u64,
-        cpu: bool,
-    ) -> Result<VramBuffer, KernelRmError> {
-        let huge = bytes >= HUGE_PAGE_THRESHOLD;
-        let page = if huge { PAGE_2M } else { PAGE_4K };
+    /// RM refusing (out of memory, for one).
+    pub fn alloc_video(&self, bytes: u64) -> Result<VideoMemory, KernelRmError> {
+        let page = video_page(bytes);
+        let huge = page == PAGE_2M;
         let size = bytes.max(1).next_multiple_of(page);
         let mut params = MemoryAlloc {
             owner: self.client,
@@ -870,17 +888,104 @@ impl KernelRm {
             ..MemoryAlloc::default()
         };
         let handle = self.alloc(self.device, class::NV1_MEMORY_USER, Some(&mut params))?;
-        let va = self.map_for_gpu(space, handle, size, page)?;
+        Ok(VideoMemory {
+            handle,
+            bytes: size,
+            page,
+        })
+    }
+
+    /// Host memory of this process (an anonymous mapping), pinned by RM as
+    /// an OS descriptor: what the copy engine reads and writes on the host
+    /// side once it is mapped into a VA space ([`KernelRm::map_gpu`]).
+    ///
+    /// # Errors
+    /// The anonymous mapping, or RM refusing to pin it.
+    pub fn pin_host(&self, bytes: u64) -> Result<PinnedHost, KernelRmError> {
+        let size = bytes.max(1).next_multiple_of(PAGE_4K);
+        // CAST: host allocations fit the address space.
+        let map = memmap2::MmapMut::map_anon(size as usize)
+            .map(memmap2::MmapRaw::from)
+            .map_err(|source| KernelRmError::Map {
+                object: 0,
+                len: size as usize,
+                source,
+            })?;
+        let handle = self
+            .next_handle
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut params = [AllocOsMemory {
+            h_root: self.client,
+            h_object_parent: self.device,
+            h_object_new: handle,
+            h_class: class::NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+            flags: rm::OS_MEMORY_FLAGS,
+            p_memory: map.as_ptr() as u64,
+            limit: size - 1,
+            fd: -1,
+            ..AllocOsMemory::default()
+        }];
+        // This escape works only on a device node.
+        escape_call(
+            self.device_node.as_ref(),
+            escape::RM_ALLOC_MEMORY,
+            &mut params,
+            "RM_ALLOC_MEMORY",
+        )?;
+        check(params[0].status, "pinning host memory")?;
+        Ok(PinnedHost {
+            handle,
+            bytes: size,
+            map: Arc::new(map),
+        })
+    }
+
+    /// Pinned host memory mapped into `space` at the next free VA: the
+    /// direct path the device tests drive.
+    ///
+    /// # Errors
+    /// As [`KernelRm::pin_host`] and [`KernelRm::map_gpu`].
+    pub fn alloc_host(
+        &self,
+        space: &mut GpuVaSpace,
+        bytes: u64,
+    ) -> Result<HostBuffer, KernelRmError> {
+        let pinned = self.pin_host(bytes)?;
+        let va = space.take_va(pinned.bytes, PAGE_4K)?;
+        self.map_gpu(space, pinned.handle, va, pinned.bytes)?;
+        Ok(HostBuffer {
+            handle: pinned.handle,
+            va,
+            bytes: pinned.bytes,
+            map: pinned.map,
+        })
+    }
+
+    /// Video memory mapped into `space` at the next free VA and, with
+    /// `cpu`, for the CPU through BAR1: the direct path the device tests
+    /// drive.
+    ///
+    /// # Errors
+    /// RM or UVM refusing, or the VA window exhausted.
+    pub fn alloc_vram(
+        &self,
+        space: &mut GpuVaSpace,
+        bytes: u64,
+        cpu: bool,
+    ) -> Result<VramBuffer, KernelRmError> {
+        let video = self.alloc_video(bytes)?;
+        let va = space.take_va(video.bytes, video.page)?;
+        self.map_gpu(space, video.handle, va, video.bytes)?;
         let cpu = if cpu {
             // CAST: allocations fit the address space.
-            Some(self.map(handle, size as usize)?)
+            Some(self.map(video.handle, video.bytes as usize)?)
         } else {
             None
         };
         Ok(VramBuffer {
-            handle,
+            handle: video.handle,
             va,
-            bytes: size,
+            bytes: video.bytes,
             cpu,
         })
     }
@@ -931,7 +1036,8 @@ impl KernelRm {
 
     /// A GPFIFO channel in `group` with an object of `engine_class` on it:
     /// its ring and USERD in video memory the CPU writes through BAR1, its
-    /// work-submit token, and its context buffers mapped through UVM.
+    /// work-submit token, and its context buffers mapped through UVM (the
+    /// direct path: the channel rings itself).
     ///
     /// # Errors
     /// RM or UVM refusing a step.
@@ -942,31 +1048,68 @@ impl KernelRm {
         engine_class: u32,
         entries: u32,
     ) -> Result<GpfifoChannel, KernelRmError> {
-        let gpfifo_class = self.pick_class("GPFIFO channel", GPFIFO_CLASSES)?;
         let ring_bytes = u64::from(entries) * ENTRY_BYTES;
         let userd_offset = ring_bytes.next_multiple_of(USERD_BYTES);
         let memory = self.alloc_vram(space, userd_offset + USERD_BYTES, true)?;
+        let objects = self.channel_on(
+            space,
+            group,
+            engine_class,
+            &RingPlacement {
+                ring_memory: memory.handle,
+                ring_va: memory.va,
+                entries,
+                userd_memory: memory.handle,
+                userd_offset,
+            },
+        )?;
+        Ok(GpfifoChannel {
+            handle: objects.channel,
+            engine: objects.engine,
+            engine_class,
+            token: objects.token,
+            entries,
+            userd_offset,
+            memory,
+            put: 0,
+        })
+    }
+
+    /// A GPFIFO channel in `group` over a ring and USERD the caller
+    /// placed in video memory it allocated, with an object of
+    /// `engine_class` on it, its work-submit token, and its context
+    /// buffers mapped through UVM.
+    ///
+    /// # Errors
+    /// RM or UVM refusing a step.
+    pub fn channel_on(
+        &self,
+        space: &mut GpuVaSpace,
+        group: &ChannelGroup,
+        engine_class: u32,
+        placement: &RingPlacement,
+    ) -> Result<ChannelObjects, KernelRmError> {
+        let gpfifo_class = self.pick_class("GPFIFO channel", GPFIFO_CLASSES)?;
         let mut params = ChannelAlloc {
             h_object_error: group.notifier,
-            h_object_buffer: memory.handle,
-            gp_fifo_offset: memory.va,
-            gp_fifo_entries: entries,
+            h_object_buffer: placement.ring_memory,
+            gp_fifo_offset: placement.ring_va,
+            gp_fifo_entries: placement.entries,
             h_context_share: group.context_share,
             ..ChannelAlloc::default()
         };
-        params.h_userd_memory[0] = memory.handle;
-        params.userd_offset[0] = userd_offset;
-        let handle = self.alloc(group.handle, gpfifo_class, Some(&mut params))?;
-        let engine = self.alloc(handle, engine_class, None::<&mut ()>)?;
+        params.h_userd_memory[0] = placement.userd_memory;
+        params.userd_offset[0] = placement.userd_offset;
+        let channel = self.alloc(group.handle, gpfifo_class, Some(&mut params))?;
+        let engine = self.alloc(channel, engine_class, None::<&mut ()>)?;
         let mut token = WorkSubmitToken { token: u32::MAX };
-        self.control(handle, control::GPFIFO_GET_WORK_SUBMIT_TOKEN, &mut token)?;
-        let window = space.next_va.next_multiple_of(PAGE_2M);
-        space.next_va = window + CHANNEL_VA_WINDOW;
+        self.control(channel, control::GPFIFO_GET_WORK_SUBMIT_TOKEN, &mut token)?;
+        let window = space.take_va(CHANNEL_VA_WINDOW, PAGE_2M)?;
         let mut reg = [uvm::RegisterChannel {
             uuid: space.uuid,
             rm_ctrl_fd: self.ctl.fd(),
             h_client: self.client,
-            h_channel: handle,
+            h_channel: channel,
             base: window,
             length: CHANNEL_VA_WINDOW,
             ..uvm::RegisterChannel::default()
@@ -978,15 +1121,11 @@ impl KernelRm {
             "UVM_REGISTER_CHANNEL",
         )?;
         check(reg[0].status, "registering the channel with UVM")?;
-        Ok(GpfifoChannel {
-            handle,
+        Ok(ChannelObjects {
+            channel,
+            gpfifo_class,
             engine,
-            engine_class,
             token: token.token,
-            entries,
-            userd_offset,
-            memory,
-            put: 0,
         })
     }
 
@@ -995,11 +1134,114 @@ impl KernelRm {
     /// # Errors
     /// RM refusing.
     pub fn schedule(&self, group: &ChannelGroup) -> Result<(), KernelRmError> {
-        let mut s = GpfifoSchedule {
-            enable: 1,
-            ..GpfifoSchedule::default()
+        schedule_raw(self.ctl.as_ref(), self.client, group.handle, true)
+    }
+
+    /// A debugger object on this client's compute object `compute`: what
+    /// RM recorded against the channel can be read after a fault.
+    ///
+    /// # Errors
+    /// RM refusing.
+    pub fn debugger(&self, compute: u32) -> Result<u32, KernelRmError> {
+        let mut params = DebuggerAlloc {
+            h_app_client: self.client,
+            h_class3d_object: compute,
+            ..DebuggerAlloc::default()
         };
-        self.control(group.handle, control::GPFIFO_SCHEDULE, &mut s)
+        self.alloc(self.device, class::GT200_DEBUGGER, Some(&mut params))
+    }
+
+    /// What the debugger says of `channel` after a fault: the SMs that
+    /// recorded an error (the first [`rm::SM_ERROR_STATES_PER_CALL`]), and
+    /// whether RM saw an MMU fault, with the faulting addresses when it did.
+    ///
+    /// # Errors
+    /// RM refusing either control.
+    pub fn fault_state(&self, debugger: u32, channel: u32) -> Result<FaultState, KernelRmError> {
+        let mut all = Box::new(rm::ReadAllSmErrorStates {
+            h_target_channel: channel,
+            // CAST: 100 records.
+            num_sms_to_read: rm::SM_ERROR_STATES_PER_CALL as u32,
+            ..rm::ReadAllSmErrorStates::default()
+        });
+        self.control(
+            debugger,
+            control::DEBUG_READ_ALL_SM_ERROR_STATES,
+            all.as_mut(),
+        )?;
+        let sm_errors: Vec<(u32, rm::SmErrorState)> = all
+            .sm_error_states
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.hww_global_esr != 0 || e.hww_warp_esr != 0)
+            // CAST: an index below 100.
+            .map(|(i, e)| (all.starting_sm + i as u32, *e))
+            .collect();
+        let mmu_fault = all.mmu_fault.valid != 0;
+        let mut mmu_faults = Vec::new();
+        if mmu_fault {
+            let mut info = rm::ReadMmuFaultInfo::default();
+            self.control(debugger, control::DEBUG_READ_MMU_FAULT_INFO, &mut info)?;
+            let n = (info.count as usize).min(rm::MMU_FAULT_ENTRIES);
+            mmu_faults.extend_from_slice(&info.entries[..n]);
+        }
+        Ok(FaultState {
+            sm_errors,
+            mmu_fault,
+            mmu_fault_info: all.mmu_fault.fault_info,
+            mmu_faults,
+        })
+    }
+
+    /// The graphics engine's shape: what sizes the shader local memory
+    /// the channel must provide.
+    ///
+    /// # Errors
+    /// RM refusing the control.
+    pub fn gr_facts(&self) -> Result<GrFacts, KernelRmError> {
+        let indices = [
+            rm::gr_info::LITTER_NUM_GPCS,
+            rm::gr_info::LITTER_NUM_TPC_PER_GPC,
+            rm::gr_info::LITTER_NUM_SM_PER_TPC,
+            rm::gr_info::MAX_WARPS_PER_SM,
+            rm::gr_info::SM_VERSION,
+        ];
+        let mut list = indices.map(|index| rm::InfoEntry { index, data: 0 });
+        let mut params = rm::GrGetInfo {
+            // CAST: five entries.
+            list_size: list.len() as u32,
+            list: list.as_mut_ptr() as u64,
+            ..rm::GrGetInfo::default()
+        };
+        self.control(self.subdevice, control::GR_GET_INFO, &mut params)?;
+        Ok(GrFacts {
+            gpcs: list[0].data,
+            tpcs_per_gpc: list[1].data,
+            sms_per_tpc: list[2].data,
+            max_warps_per_sm: list[3].data,
+            sm_version: list[4].data,
+        })
+    }
+
+    /// A handle the supervisor keeps: it can stop our channel groups and
+    /// free the client even when the actor that owns this RM is stuck.
+    pub fn teardown(&self) -> RmTeardown {
+        RmTeardown {
+            ctl: Arc::clone(&self.ctl),
+            client: self.client,
+            groups: Arc::clone(&self.groups),
+            freed: Arc::clone(&self.freed),
+        }
+    }
+
+    /// Note a channel group the teardown handle must stop.
+    pub fn track_group(&self, group: u32) {
+        self.groups.lock().push(group);
+    }
+
+    /// Forget a channel group freed on purpose.
+    pub fn untrack_group(&self, group: u32) {
+        self.groups.lock().retain(|g| *g != group);
     }
 
     /// What the GPU is: name, chip, video memory, driver.
@@ -1030,6 +1272,140 @@ impl KernelRm {
             vram_bytes: u64::from(fb.entries[0].data) << 10,
         })
     }
+}
+
+fn schedule_raw(
+    ctl: &dyn RmNode,
+    client: u32,
+    group: u32,
+    enable: bool,
+) -> Result<(), KernelRmError> {
+    let mut s = GpfifoSchedule {
+        enable: u8::from(enable),
+        ..GpfifoSchedule::default()
+    };
+    control_raw(ctl, client, group, control::GPFIFO_SCHEDULE, &mut s)
+}
+
+/// Where a channel's ring and USERD live: video memory its owner
+/// allocated and mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingPlacement {
+    pub ring_memory: u32,
+    pub ring_va: u64,
+    pub entries: u32,
+    /// The memory object holding USERD, and its offset inside it.
+    pub userd_memory: u32,
+    pub userd_offset: u64,
+}
+
+/// The RM objects of one channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelObjects {
+    pub channel: u32,
+    pub gpfifo_class: u32,
+    /// The compute or copy object bound to it.
+    pub engine: u32,
+    /// What the doorbell takes to run it.
+    pub token: u32,
+}
+
+/// What the debugger object says after a fault.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultState {
+    /// (SM index, its error registers) for each SM that recorded one.
+    pub sm_errors: Vec<(u32, rm::SmErrorState)>,
+    /// RM saw an MMU fault on the channel.
+    pub mmu_fault: bool,
+    pub mmu_fault_info: u32,
+    pub mmu_faults: Vec<rm::MmuFaultEntry>,
+}
+
+/// The graphics engine's shape, from GR_GET_INFO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrFacts {
+    pub gpcs: u32,
+    pub tpcs_per_gpc: u32,
+    pub sms_per_tpc: u32,
+    pub max_warps_per_sm: u32,
+    /// e.g. 0x900 on the H200.
+    pub sm_version: u32,
+}
+
+/// The supervisor's way to our RM objects on the kernel path, for
+/// recovery: it shares the control node with the [`KernelRm`] that owns
+/// the client, so it works when that owner is stuck or gone.
+#[derive(Clone)]
+pub struct RmTeardown {
+    ctl: Arc<dyn RmNode>,
+    client: u32,
+    groups: Arc<parking_lot::Mutex<Vec<u32>>>,
+    freed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for RmTeardown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RmTeardown(client {:#x})", self.client)
+    }
+}
+
+impl RmTeardown {
+    /// Stop scheduling every channel group of ours: the GPU runs none of
+    /// our work after this. Returns how many groups were stopped.
+    ///
+    /// # Errors
+    /// The first group RM refused to stop (the others are still tried).
+    pub fn stop_channels(&self) -> Result<usize, KernelRmError> {
+        if self.is_freed() {
+            return Ok(0);
+        }
+        let groups = self.groups.lock().clone();
+        let mut first_err = None;
+        let mut stopped = 0;
+        for g in groups {
+            match schedule_raw(self.ctl.as_ref(), self.client, g, false) {
+                Ok(()) => stopped += 1,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(stopped), Err)
+    }
+
+    /// Free the client and every object under it. Returns false when its
+    /// owner had already freed it.
+    ///
+    /// # Errors
+    /// RM refusing.
+    pub fn free_client(&self) -> Result<bool, KernelRmError> {
+        if self.freed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Ok(false);
+        }
+        free_raw(self.ctl.as_ref(), self.client, 0, self.client)?;
+        self.groups.lock().clear();
+        Ok(true)
+    }
+
+    /// The client is gone (its owner dropped it, or [`RmTeardown::free_client`] ran).
+    pub fn is_freed(&self) -> bool {
+        self.freed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn client(&self) -> u32 {
+        self.client
+    }
+}
+
+fn free_raw(ctl: &dyn RmNode, client: u32, parent: u32, object: u32) -> Result<(), KernelRmError> {
+    let mut f = [RmFree {
+        h_root: client,
+        h_object_parent: parent,
+        h_object_old: object,
+        status: 0,
+    }];
+    escape_call(ctl, escape::RM_FREE, &mut f, "RM_FREE")?;
+    check(f[0].status, "a free")
 }
 
 fn control_raw<P>(
@@ -1084,7 +1460,11 @@ fn alloc_raw<P>(
 
 impl Drop for KernelRm {
     fn drop(&mut self) {
-        // Freeing the client frees the device, subdevice and all below.
+        // Freeing the client frees the device, subdevice and all below;
+        // recovery may have freed it already.
+        if self.freed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
         if let Err(e) = self.free(0, self.client) {
             tracing::warn!(error = %e, "freeing the RM client failed");
         }

@@ -1,16 +1,28 @@
 //! The gsp actor is the resource manager (RM) of the stack: it identifies
 //! the chip, owns the RM object tree (client, device, subdevice, VA spaces,
-//! channels, ...) and answers what the card is and how much memory it has.
-//! Its requests are neutral to the backend behind them: GSP-RM firmware over
-//! RPC queues (bare metal), nvidia.ko ioctls (kernel module), or, on the null
-//! device, an object tree kept in software. It may call only the pci actor
-//! below it (through a `PciHandle`) and the shared harness and formats.
+//! memory objects, channel groups and channels, the debugger object) and
+//! answers what the card is, how much memory it has, and what RM recorded
+//! after a fault. Its requests are neutral to the backend behind them:
+//! GSP-RM firmware over RPC queues (bare metal, not built yet), nvidia.ko
+//! ioctls (the kernel module), or, on the null device, an object tree kept
+//! in software. It hands out on purpose what the layers above need to
+//! touch directly: CPU views of memory RM mapped, the doorbell, and the
+//! supervisor's teardown handle. It may call only the pci actor below it
+//! (through a `PciHandle`) and the shared harness and formats.
 
 mod actor;
 mod error;
+mod fault;
 pub mod kernel;
 mod objects;
+mod view;
 
-pub use actor::{spawn, DeviceInfo, GspHandle, GspRequest, GspService, GspStats, RmBackend};
+pub use actor::{
+    spawn, ChannelInfo, ChannelSetup, Channels, DeviceInfo, Doorbell, GrShape, GspHandle,
+    GspRequest, GspService, GspStats, PinnedAlloc, RingSpec, RmBackend, RmChoice, VideoAlloc,
+};
 pub use error::GspError;
+pub use fault::{ChannelFault, MmuFault, SmError};
+pub use kernel::RmTeardown;
 pub use objects::{ObjectHandle, ObjectTree, RmObject};
+pub use view::{CpuView, HostMemory, OutsideView};

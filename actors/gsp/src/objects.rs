@@ -35,17 +35,39 @@ pub struct RmObject {
     pub class: u32,
 }
 
-/// Which parent class each class the null RM supports must sit under.
-fn parent_class_of(child: u32) -> Option<Option<u32>> {
+/// The classes each class the null RM supports may sit under; an empty
+/// list means it has no parent (a client).
+fn parents_of(child: u32) -> Option<&'static [u32]> {
+    const DEVICE: &[u32] = &[class::NV01_DEVICE_0];
     match child {
-        class::NV01_ROOT_CLIENT => Some(None),
-        class::NV01_DEVICE_0 => Some(Some(class::NV01_ROOT_CLIENT)),
-        class::NV20_SUBDEVICE_0 | class::FERMI_VASPACE_A | class::NV01_MEMORY_LOCAL_USER => {
-            Some(Some(class::NV01_DEVICE_0))
-        }
+        class::NV01_ROOT_CLIENT => Some(&[]),
+        class::NV01_DEVICE_0 => Some(&[class::NV01_ROOT_CLIENT]),
+        class::NV20_SUBDEVICE_0
+        | class::FERMI_VASPACE_A
+        | class::NV01_MEMORY_LOCAL_USER
+        | class::KEPLER_CHANNEL_GROUP_A
+        | class::GT200_DEBUGGER => Some(DEVICE),
+        c if GPFIFO_CLASSES.contains(&c) => Some(&[class::KEPLER_CHANNEL_GROUP_A]),
+        c if ENGINE_CLASSES.contains(&c) => Some(GPFIFO_CLASSES),
         _ => None,
     }
 }
+
+/// Channel classes the null RM keeps under a channel group.
+const GPFIFO_CLASSES: &[u32] = &[
+    macuda_hw::methods::host::HOPPER_CHANNEL_GPFIFO_A,
+    macuda_hw::methods::host::BLACKWELL_CHANNEL_GPFIFO_A,
+];
+
+/// Engine classes the null RM binds on a channel (any channel class).
+const ENGINE_CLASSES: &[u32] = &[
+    macuda_hw::methods::compute::HOPPER_COMPUTE_A,
+    macuda_hw::methods::compute::BLACKWELL_COMPUTE_A,
+    macuda_hw::methods::compute::BLACKWELL_COMPUTE_B,
+    macuda_hw::methods::copy::HOPPER_DMA_COPY_A,
+    macuda_hw::methods::copy::BLACKWELL_DMA_COPY_A,
+    macuda_hw::methods::copy::BLACKWELL_DMA_COPY_B,
+];
 
 /// Handles are made unique by a running counter above this base, so a
 /// stale handle from an earlier object is never reused.
@@ -61,7 +83,7 @@ impl ObjectTree {
     /// # Errors
     /// Unknown parent, a class the null RM lacks, or a wrong parent class.
     pub fn alloc(&mut self, parent: ObjectHandle, class: u32) -> Result<ObjectHandle, GspError> {
-        let wanted_parent = parent_class_of(class).ok_or(GspError::UnsupportedClass {
+        let wanted = parents_of(class).ok_or(GspError::UnsupportedClass {
             backend: "null",
             class,
         })?;
@@ -75,7 +97,11 @@ impl ObjectTree {
                     .class,
             )
         };
-        if parent_class != wanted_parent {
+        let fits = match parent_class {
+            None => wanted.is_empty(),
+            Some(p) => wanted.contains(&p),
+        };
+        if !fits {
             return Err(GspError::BadParent {
                 class,
                 parent,
@@ -174,7 +200,21 @@ mod tests {
         ));
         assert!(matches!(
             t.alloc(client, 0xC86F),
-            Err(GspError::UnsupportedClass { class: 0xC86F, .. })
+            Err(GspError::BadParent { class: 0xC86F, .. })
+        ));
+        assert!(matches!(
+            t.alloc(client, 0xB2CC),
+            Err(GspError::UnsupportedClass { class: 0xB2CC, .. })
+        ));
+        // A channel under a group, an engine under the channel; an engine
+        // straight under the group is refused.
+        let device = t.alloc(client, class::NV01_DEVICE_0).unwrap();
+        let group = t.alloc(device, class::KEPLER_CHANNEL_GROUP_A).unwrap();
+        let channel = t.alloc(group, 0xC86F).unwrap();
+        t.alloc(channel, 0xCBC0).unwrap();
+        assert!(matches!(
+            t.alloc(group, 0xCBC0),
+            Err(GspError::BadParent { .. })
         ));
         assert!(matches!(
             t.alloc(ObjectHandle(0x1234), class::NV01_DEVICE_0),

@@ -48,8 +48,13 @@ pub enum Chip {
 
 impl Chip {
     pub fn from_boot_42(boot_42: NV_PMC_BOOT_42) -> Chip {
-        let implementation = boot_42.implementation();
-        match boot_42.architecture() {
+        Chip::from_architecture(boot_42.architecture(), boot_42.implementation())
+    }
+
+    /// From the architecture as NV_PMC_BOOT_42 holds it (0x18 for GH100)
+    /// and the implementation.
+    pub fn from_architecture(architecture: u32, implementation: u32) -> Chip {
+        match architecture {
             architecture::GA100 => Chip::Ampere { implementation },
             architecture::GH100 => Chip::Hopper { implementation },
             architecture::AD100 => Chip::Ada { implementation },

@@ -1,10 +1,13 @@
 //! RM class numbers: the kinds of object the resource manager allocates.
+//! Declared once, in [`crate::rm::class`]; this module names the ones the
+//! null RM's object tree knows, for it and the oracle test.
 
-pub const NV01_ROOT_CLIENT: u32 = 0x0000_0041;
-pub const NV01_DEVICE_0: u32 = 0x0000_0080;
-pub const NV20_SUBDEVICE_0: u32 = 0x0000_2080;
-pub const FERMI_VASPACE_A: u32 = 0x0000_90F1;
-pub const NV01_MEMORY_LOCAL_USER: u32 = 0x0000_0040;
+pub use crate::rm::class::{
+    FERMI_VASPACE_A, GT200_DEBUGGER, KEPLER_CHANNEL_GROUP_A, NV01_DEVICE_0, NV01_ROOT_CLIENT,
+    NV20_SUBDEVICE_0,
+};
+/// Video memory, under its NVIDIA name (`NV1_MEMORY_USER` is its alias).
+pub const NV01_MEMORY_LOCAL_USER: u32 = crate::rm::class::NV1_MEMORY_USER;
 
 /// Every class declared here, for the oracle test.
 pub const ALL: &[(&str, u32)] = &[
@@ -13,6 +16,8 @@ pub const ALL: &[(&str, u32)] = &[
     ("NV20_SUBDEVICE_0", NV20_SUBDEVICE_0),
     ("FERMI_VASPACE_A", FERMI_VASPACE_A),
     ("NV01_MEMORY_LOCAL_USER", NV01_MEMORY_LOCAL_USER),
+    ("KEPLER_CHANNEL_GROUP_A", KEPLER_CHANNEL_GROUP_A),
+    ("GT200_DEBUGGER", GT200_DEBUGGER),
 ];
 
 /// A readable name for a class number, for logs and reports.

@@ -143,6 +143,10 @@ pub const CHIPS: &[(u32, u32, &str)] = &[
     (0x1B0, 0x3, "GB203"),
 ];
 
+/// RM's architecture numbers are NV_PMC_BOOT_42's architecture field
+/// shifted left by this much (GH100: 0x180 here, 0x18 in the register).
+pub const ARCHITECTURE_SHIFT: u32 = 4;
+
 /// The chip an architecture/implementation pair names.
 pub fn chip_name(architecture: u32, implementation: u32) -> Option<&'static str> {
     CHIPS

@@ -898,3 +898,18 @@ fn debugger_and_gr_info_structures_match_the_oracle() {
     assert_eq!(fault_type_name(2), "PTE");
     assert_eq!(access_type_name(1), "WRITE");
 }
+
+#[test]
+fn rm_architectures_are_the_boot_42_field_shifted() {
+    // Every chip RM names maps onto the register's architecture value.
+    for &(arch, _, name) in CHIPS {
+        let field = arch >> ARCHITECTURE_SHIFT;
+        assert!(
+            macuda_hw::chip::architecture::ALL
+                .iter()
+                .any(|&(_, v)| v == field),
+            "{name}: {arch:#x} >> {ARCHITECTURE_SHIFT} = {field:#x} is no NV_PMC_BOOT_42 architecture"
+        );
+        assert_eq!(arch & ((1 << ARCHITECTURE_SHIFT) - 1), 0, "{name}");
+    }
+}

@@ -108,6 +108,9 @@ pub struct ModuleInfo {
     pub relocations_applied: usize,
     /// System externs (printf, assert) whose slots are left 0.
     pub unprovided_externs: Vec<String>,
+    /// Its code and data are in device memory (false where the device
+    /// keeps no memory: the null card).
+    pub resident: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,6 +120,8 @@ pub struct LoaderStats {
     pub live: u64,
     pub uploaded_bytes: u64,
     pub relocations_applied: u64,
+    /// Modules laid out on a device that keeps no memory.
+    pub not_resident: u64,
 }
 
 actor_protocol! {
@@ -132,6 +137,11 @@ actor_protocol! {
     Unload => fn unload(module: ModuleId) -> ();
     Modules => fn modules() -> Vec<ModuleInfo>;
     Stats => fn stats() -> LoaderStats;
+}
+
+/// The device declined memory access by design (the null card).
+fn is_memory_refusal(e: &macuda_submit::SubmitError) -> bool {
+    matches!(e, macuda_submit::SubmitError::Memory(macuda_memory::MemoryError::Pci(p)) if p.is_refusal())
 }
 
 struct Loaded {
@@ -197,13 +207,23 @@ impl LoaderService for LoaderActor {
         if let Some(d) = &data {
             uploads.push((d.va, built.data));
         }
+        let mut resident = true;
         for (va, bytes) in uploads {
             let n = bytes.len() as u64;
-            if let Err(e) = self.submit.upload(va, bytes) {
-                self.free(&code, data.as_ref());
-                return Err(LoaderError::Submit(e));
+            match self.submit.upload(va, bytes) {
+                Ok(_) => self.stats.uploaded_bytes += n,
+                // A device that keeps no memory (the null card): the module
+                // is laid out and its kernels can be named and launched,
+                // but nothing of it is on a GPU.
+                Err(e) if e.is_refusal() || is_memory_refusal(&e) => resident = false,
+                Err(e) => {
+                    self.free(&code, data.as_ref());
+                    return Err(LoaderError::Submit(e));
+                }
             }
-            self.stats.uploaded_bytes += n;
+        }
+        if !resident {
+            self.stats.not_resident += 1;
         }
         for e in &prepared.unprovided_externs {
             tracing::warn!(extern_name = %e, "module calls a device-side system function this runtime does not provide; its slot is 0");
@@ -223,6 +243,7 @@ impl LoaderService for LoaderActor {
             data,
             relocations_applied: built.relocations_applied,
             unprovided_externs: prepared.unprovided_externs.clone(),
+            resident,
         };
         self.stats.loaded += 1;
         self.stats.relocations_applied += built.relocations_applied as u64;

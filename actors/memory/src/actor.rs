@@ -1,9 +1,11 @@
 use crate::error::MemoryError;
 use crate::range::RangeAllocator;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
-use macuda_gsp::{GspHandle, ObjectHandle};
+use macuda_gsp::kernel::{video_page, ALLOCATOR_VA_WINDOW};
+use macuda_gsp::{CpuView, GspHandle, ObjectHandle, RmBackend};
 use macuda_pci::{DmaRegion, PciHandle};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Small pages; every allocation is a whole number of them, which keeps
 /// device pointers well above CUDA's 256-byte alignment promise.
@@ -15,8 +17,9 @@ const PAGE_2M: u64 = 2 << 20;
 /// and its heap; the seed notes derive it and check it against the chip's
 /// own WPR2 registers at boot.
 const FIRMWARE_RESERVE_BYTES: u64 = 256 << 20;
-/// Where device pointers start: above 4 GiB, so that a pointer is never
-/// mistaken for a small integer and host 32-bit addresses never collide.
+/// Where device pointers start on our own page tables: above 4 GiB, so
+/// that a pointer is never mistaken for a small integer and host 32-bit
+/// addresses never collide.
 const VA_BASE: u64 = 1 << 32;
 /// 1 TiB of GPU virtual address space for device allocations.
 const VA_BYTES: u64 = 1 << 40;
@@ -26,7 +29,41 @@ pub struct DeviceBuffer {
     /// The device pointer.
     pub va: u64,
     pub bytes: u64,
+    /// Where it lies in video memory, where we manage video memory
+    /// ourselves (0 where RM does).
     pub vram_offset: u64,
+    /// The RM memory object behind it, where RM manages video memory.
+    pub rm_handle: Option<ObjectHandle>,
+}
+
+/// Host memory the GPU can reach.
+#[derive(Debug, Clone)]
+pub struct HostBuffer {
+    /// Its GPU address, where it is mapped into the GPU's address space.
+    pub va: Option<u64>,
+    pub bytes: u64,
+    /// The process's view of it, where the process has one directly.
+    pub view: Option<CpuView>,
+    /// The transport's DMA region, where the memory came from the transport.
+    pub dma: Option<DmaRegion>,
+}
+
+/// A CPU view of one whole allocation, handed out on purpose to the
+/// actor that streams into it (submit's command rings and semaphores).
+#[derive(Debug, Clone)]
+pub struct DeviceWindow {
+    /// GPU address of the view's first byte.
+    pub va: u64,
+    pub bytes: u64,
+    pub view: CpuView,
+}
+
+impl DeviceWindow {
+    /// The view's offset of `[va, va + len)`, if it lies inside.
+    pub fn offset_of(&self, va: u64, len: u64) -> Option<u64> {
+        let off = va.checked_sub(self.va)?;
+        (off.checked_add(len)? <= self.bytes).then_some(off)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +74,11 @@ pub struct MemoryStats {
     pub device_allocs: u64,
     pub device_frees: u64,
     pub host_allocs: u64,
+    pub host_frees: u64,
+    pub host_bytes: u64,
     pub host_refused: u64,
+    /// CPU mappings made of device memory (on first CPU access).
+    pub cpu_views: u64,
 }
 
 actor_protocol! {
@@ -50,98 +91,326 @@ actor_protocol! {
     /// Free by device pointer; returns the bytes released.
     FreeDevice => fn free_device(va: u64) -> u64;
     /// Pinned host memory the GPU can reach by DMA.
-    AllocHost => fn alloc_host(bytes: u64) -> DmaRegion;
-    /// CPU read of device memory by GPU address, inside one allocation.
+    AllocHost => fn alloc_host(bytes: u64) -> HostBuffer;
+    /// Free pinned host memory by its GPU address; returns the bytes released.
+    FreeHost => fn free_host(va: u64) -> u64;
+    /// CPU read of memory by GPU address, inside one allocation.
     ReadDevice => fn read_device(va: u64, len: u64) -> Vec<u8>;
-    /// CPU write of device memory by GPU address, inside one allocation.
+    /// CPU write of memory by GPU address, inside one allocation.
     WriteDevice => fn write_device(va: u64, data: Vec<u8>) -> ();
+    /// A CPU view of the allocation holding `va`, where the backend gives
+    /// one (`None` where CPU access goes through the transport).
+    CpuWindow => fn cpu_window(va: u64) -> Option<DeviceWindow>;
     Stats => fn stats() -> MemoryStats;
+}
+
+/// One live allocation, by its GPU address.
+struct Allocation {
+    bytes: u64,
+    kind: Kind,
+}
+
+enum Kind {
+    /// Video memory at this offset, reached through the transport.
+    Vram { offset: u64 },
+    /// Video memory RM allocated; the CPU view is made on first use.
+    RmVideo {
+        handle: ObjectHandle,
+        view: Option<CpuView>,
+    },
+    /// Pinned host memory RM mapped for the GPU.
+    RmHost { handle: ObjectHandle, view: CpuView },
+}
+
+/// Who manages video memory and the page tables.
+enum Backing {
+    /// We do: a VRAM allocator of our own; the CPU reaches video memory
+    /// through the transport (the null card; bare metal once the MMU lands).
+    Bar { vram: RangeAllocator },
+    /// RM does (the kernel module): RM allocates, UVM maps at our VAs.
+    Rm,
 }
 
 struct MemoryActor {
     pci: PciHandle,
-    vram: RangeAllocator,
+    gsp: GspHandle,
+    backing: Backing,
     va: RangeAllocator,
-    /// VA pointer -> (VRAM offset, bytes) of each live device allocation.
-    backing: std::collections::BTreeMap<u64, (u64, u64)>,
+    live: BTreeMap<u64, Allocation>,
     stats: MemoryStats,
     /// Kept so the VA space lives as long as the actor.
-    _va_space: ObjectHandle,
+    _va_space: Option<ObjectHandle>,
 }
 
 impl MemoryActor {
-    /// The VRAM offset behind `[va, va + len)`, which must lie inside one
-    /// live allocation.
-    fn vram_offset_of(&self, va: u64, len: u64) -> Result<u64, MemoryError> {
-        let (&base, &(vram, bytes)) = self
-            .backing
+    /// The allocation holding `[va, va + len)` and the offset in it.
+    fn find(&mut self, va: u64, len: u64) -> Result<(u64, u64), MemoryError> {
+        let (&base, a) = self
+            .live
             .range(..=va)
             .next_back()
             .ok_or(MemoryError::NotAllocated { va, len })?;
         let end = va.checked_add(len);
-        if end.is_none_or(|e| e > base + bytes) {
+        if end.is_none_or(|e| e > base + a.bytes) {
             return Err(MemoryError::NotAllocated { va, len });
         }
-        Ok(vram + (va - base))
+        Ok((base, va - base))
+    }
+
+    /// The CPU view of the allocation at `base`, mapping it first if RM
+    /// has not yet.
+    fn view_of(&mut self, base: u64) -> Result<Option<CpuView>, MemoryError> {
+        let a = self
+            .live
+            .get_mut(&base)
+            .ok_or(MemoryError::NotAllocated { va: base, len: 0 })?;
+        match &mut a.kind {
+            Kind::Vram { .. } => Ok(None),
+            Kind::RmHost { view, .. } => Ok(Some(view.clone())),
+            Kind::RmVideo { handle, view } => {
+                if view.is_none() {
+                    *view = Some(
+                        self.gsp
+                            .map_cpu(*handle, a.bytes)
+                            .map_err(MemoryError::Gsp)?,
+                    );
+                    self.stats.cpu_views += 1;
+                }
+                Ok(view.clone())
+            }
+        }
+    }
+
+    fn note_device_alloc(&mut self, bytes: u64) {
+        self.stats.device_allocs += 1;
+        self.stats.vram_used += bytes;
+        self.stats.vram_peak = self.stats.vram_peak.max(self.stats.vram_used);
     }
 }
 
 impl MemoryService for MemoryActor {
     fn alloc_device(&mut self, bytes: u64) -> Result<DeviceBuffer, MemoryError> {
-        let align = if bytes >= PAGE_2M { PAGE_2M } else { PAGE_4K };
-        let vram_offset = self.vram.alloc(bytes, align).map_err(MemoryError::Vram)?;
-        let va = match self.va.alloc(bytes, align) {
-            Ok(va) => va,
-            Err(e) => {
-                // Give the VRAM back so a failed call leaks nothing.
-                let _ = self.vram.free(vram_offset);
-                return Err(MemoryError::VirtualAddress(e));
+        if bytes == 0 {
+            return Err(MemoryError::VirtualAddress(crate::RangeError::Empty));
+        }
+        match &mut self.backing {
+            Backing::Bar { vram } => {
+                let align = if bytes >= PAGE_2M { PAGE_2M } else { PAGE_4K };
+                let offset = vram.alloc(bytes, align).map_err(MemoryError::Vram)?;
+                let va = match self.va.alloc(bytes, align) {
+                    Ok(va) => va,
+                    Err(e) => {
+                        // Give the VRAM back so a failed call leaks nothing.
+                        let _ = vram.free(offset);
+                        return Err(MemoryError::VirtualAddress(e));
+                    }
+                };
+                let used = vram.used();
+                self.live.insert(
+                    va,
+                    Allocation {
+                        bytes,
+                        kind: Kind::Vram { offset },
+                    },
+                );
+                self.stats.device_allocs += 1;
+                self.stats.vram_used = used;
+                self.stats.vram_peak = self.stats.vram_peak.max(used);
+                Ok(DeviceBuffer {
+                    va,
+                    bytes,
+                    vram_offset: offset,
+                    rm_handle: None,
+                })
             }
-        };
-        self.backing.insert(va, (vram_offset, bytes));
-        self.stats.device_allocs += 1;
-        self.stats.vram_used = self.vram.used();
-        self.stats.vram_peak = self.stats.vram_peak.max(self.stats.vram_used);
-        Ok(DeviceBuffer {
-            va,
-            bytes,
-            vram_offset,
-        })
+            Backing::Rm => {
+                let page = video_page(bytes);
+                let size = bytes
+                    .checked_next_multiple_of(page)
+                    .ok_or(MemoryError::TooLarge { bytes })?;
+                let va = self
+                    .va
+                    .alloc(size, page)
+                    .map_err(MemoryError::VirtualAddress)?;
+                let video = match self.gsp.alloc_video(size, va) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let _ = self.va.free(va);
+                        return Err(MemoryError::Gsp(e));
+                    }
+                };
+                self.live.insert(
+                    va,
+                    Allocation {
+                        bytes: video.bytes,
+                        kind: Kind::RmVideo {
+                            handle: video.handle,
+                            view: None,
+                        },
+                    },
+                );
+                self.note_device_alloc(video.bytes);
+                Ok(DeviceBuffer {
+                    va,
+                    bytes,
+                    vram_offset: 0,
+                    rm_handle: Some(video.handle),
+                })
+            }
+        }
     }
 
     fn free_device(&mut self, va: u64) -> Result<u64, MemoryError> {
-        let len = self.va.free(va).map_err(MemoryError::VirtualAddress)?;
-        if let Some((off, _)) = self.backing.remove(&va) {
-            self.vram.free(off).map_err(MemoryError::Vram)?;
+        let a = match self.live.get(&va) {
+            Some(a) if !matches!(a.kind, Kind::RmHost { .. }) => a,
+            _ => {
+                return Err(MemoryError::VirtualAddress(
+                    crate::RangeError::NotAllocated { addr: va },
+                ))
+            }
+        };
+        let bytes = a.bytes;
+        let mut used = self.stats.vram_used.saturating_sub(bytes);
+        match (&a.kind, &mut self.backing) {
+            (Kind::Vram { offset }, Backing::Bar { vram }) => {
+                vram.free(*offset).map_err(MemoryError::Vram)?;
+                used = vram.used();
+            }
+            (Kind::RmVideo { handle, .. }, Backing::Rm) => {
+                self.gsp
+                    .free_memory(*handle, va, bytes)
+                    .map_err(MemoryError::Gsp)?;
+            }
+            _ => {
+                return Err(MemoryError::Invariant {
+                    reason: "an allocation of another backing",
+                })
+            }
         }
+        self.live.remove(&va);
+        self.va.free(va).map_err(MemoryError::VirtualAddress)?;
         self.stats.device_frees += 1;
-        self.stats.vram_used = self.vram.used();
-        Ok(len)
+        self.stats.vram_used = used;
+        Ok(bytes)
     }
 
-    fn alloc_host(&mut self, bytes: u64) -> Result<DmaRegion, MemoryError> {
-        match self.pci.alloc_dma(bytes) {
-            Ok(r) => {
-                self.stats.host_allocs += 1;
-                Ok(r)
-            }
-            Err(e) => {
-                if e.is_refusal() {
-                    self.stats.host_refused += 1;
+    fn alloc_host(&mut self, bytes: u64) -> Result<HostBuffer, MemoryError> {
+        match &self.backing {
+            Backing::Bar { .. } => match self.pci.alloc_dma(bytes) {
+                Ok(r) => {
+                    self.stats.host_allocs += 1;
+                    // Our page tables do not map host memory yet, so the
+                    // GPU has no address for it.
+                    Ok(HostBuffer {
+                        va: None,
+                        bytes: r.bytes,
+                        view: None,
+                        dma: Some(r),
+                    })
                 }
-                Err(MemoryError::Pci(e))
+                Err(e) => {
+                    if e.is_refusal() {
+                        self.stats.host_refused += 1;
+                    }
+                    Err(MemoryError::Pci(e))
+                }
+            },
+            Backing::Rm => {
+                let size = bytes
+                    .max(1)
+                    .checked_next_multiple_of(PAGE_4K)
+                    .ok_or(MemoryError::TooLarge { bytes })?;
+                let va = self
+                    .va
+                    .alloc(size, PAGE_4K)
+                    .map_err(MemoryError::VirtualAddress)?;
+                let pinned = match self.gsp.alloc_pinned(size, va) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = self.va.free(va);
+                        return Err(MemoryError::Gsp(e));
+                    }
+                };
+                self.live.insert(
+                    va,
+                    Allocation {
+                        bytes: pinned.bytes,
+                        kind: Kind::RmHost {
+                            handle: pinned.handle,
+                            view: pinned.view.clone(),
+                        },
+                    },
+                );
+                self.stats.host_allocs += 1;
+                self.stats.host_bytes += pinned.bytes;
+                Ok(HostBuffer {
+                    va: Some(va),
+                    bytes: pinned.bytes,
+                    view: Some(pinned.view),
+                    dma: None,
+                })
             }
         }
+    }
+
+    fn free_host(&mut self, va: u64) -> Result<u64, MemoryError> {
+        let Some(Allocation {
+            bytes,
+            kind: Kind::RmHost { handle, .. },
+        }) = self.live.get(&va)
+        else {
+            return Err(MemoryError::NotAllocated { va, len: 0 });
+        };
+        let (bytes, handle) = (*bytes, *handle);
+        self.gsp
+            .free_memory(handle, va, bytes)
+            .map_err(MemoryError::Gsp)?;
+        self.live.remove(&va);
+        self.va.free(va).map_err(MemoryError::VirtualAddress)?;
+        self.stats.host_frees += 1;
+        self.stats.host_bytes = self.stats.host_bytes.saturating_sub(bytes);
+        Ok(bytes)
     }
 
     fn read_device(&mut self, va: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
-        let at = self.vram_offset_of(va, len)?;
-        self.pci.vram_read(at, len).map_err(MemoryError::Pci)
+        let (base, off) = self.find(va, len)?;
+        if let Kind::Vram { offset } = self.live[&base].kind {
+            return self
+                .pci
+                .vram_read(offset + off, len)
+                .map_err(MemoryError::Pci);
+        }
+        let view = self.view_of(base)?.ok_or(MemoryError::Invariant {
+            reason: "RM memory without a CPU view",
+        })?;
+        let len = usize::try_from(len).map_err(|_| MemoryError::TooLarge { bytes: len })?;
+        let mut out = vec![0u8; len];
+        view.read(off, &mut out).map_err(MemoryError::View)?;
+        Ok(out)
     }
 
     fn write_device(&mut self, va: u64, data: Vec<u8>) -> Result<(), MemoryError> {
-        let at = self.vram_offset_of(va, data.len() as u64)?;
-        self.pci.vram_write(at, data).map_err(MemoryError::Pci)
+        let (base, off) = self.find(va, data.len() as u64)?;
+        if let Kind::Vram { offset } = self.live[&base].kind {
+            return self
+                .pci
+                .vram_write(offset + off, data)
+                .map_err(MemoryError::Pci);
+        }
+        let view = self.view_of(base)?.ok_or(MemoryError::Invariant {
+            reason: "RM memory without a CPU view",
+        })?;
+        view.write(off, &data).map_err(MemoryError::View)
+    }
+
+    fn cpu_window(&mut self, va: u64) -> Result<Option<DeviceWindow>, MemoryError> {
+        let (base, _) = self.find(va, 0)?;
+        let bytes = self.live[&base].bytes;
+        Ok(self.view_of(base)?.map(|view| DeviceWindow {
+            va: base,
+            bytes,
+            view,
+        }))
     }
 
     fn stats(&mut self) -> Result<MemoryStats, MemoryError> {
@@ -149,8 +418,9 @@ impl MemoryService for MemoryActor {
     }
 }
 
-/// Start the memory actor: learns the VRAM size from gsp and creates the VA
-/// space object there.
+/// Start the memory actor: learns the VRAM size and the RM from gsp; on
+/// our own page tables it also creates the VA space object there (on the
+/// kernel path RM made it when the device opened).
 ///
 /// # Errors
 /// gsp failures, VRAM smaller than the firmware reserve, or thread start.
@@ -160,22 +430,46 @@ pub fn spawn(
     pci: PciHandle,
 ) -> Result<(MemoryHandle, ActorJoin), MemoryError> {
     let info = gsp.device_info().map_err(MemoryError::Gsp)?;
-    let allocatable = info
-        .vram_bytes
-        .checked_sub(FIRMWARE_RESERVE_BYTES)
-        .filter(|b| *b > 0)
-        .ok_or(MemoryError::VramTooSmall {
-            vram_bytes: info.vram_bytes,
-            reserve_bytes: FIRMWARE_RESERVE_BYTES,
-        })?;
-    let va_space = gsp
-        .alloc(info.device, macuda_hw::class::FERMI_VASPACE_A)
-        .map_err(MemoryError::Gsp)?;
+    let (backing, va, allocatable, va_space) = match info.rm {
+        RmBackend::Null => {
+            let allocatable = info
+                .vram_bytes
+                .checked_sub(FIRMWARE_RESERVE_BYTES)
+                .filter(|b| *b > 0)
+                .ok_or(MemoryError::VramTooSmall {
+                    vram_bytes: info.vram_bytes,
+                    reserve_bytes: FIRMWARE_RESERVE_BYTES,
+                })?;
+            let va_space = gsp
+                .alloc(info.device, macuda_hw::class::FERMI_VASPACE_A)
+                .map_err(MemoryError::Gsp)?;
+            (
+                Backing::Bar {
+                    vram: RangeAllocator::new(0, allocatable, PAGE_4K),
+                },
+                RangeAllocator::new(VA_BASE, VA_BYTES, PAGE_4K),
+                allocatable,
+                Some(va_space),
+            )
+        }
+        // RM keeps its own reserve: what it reports is what clients get.
+        RmBackend::KernelModule => (
+            Backing::Rm,
+            RangeAllocator::new(
+                ALLOCATOR_VA_WINDOW.start,
+                ALLOCATOR_VA_WINDOW.end - ALLOCATOR_VA_WINDOW.start,
+                PAGE_4K,
+            ),
+            info.vram_bytes,
+            None,
+        ),
+    };
     let actor = MemoryActor {
         pci,
-        vram: RangeAllocator::new(0, allocatable, PAGE_4K),
-        va: RangeAllocator::new(VA_BASE, VA_BYTES, PAGE_4K),
-        backing: Default::default(),
+        gsp: gsp.clone(),
+        backing,
+        va,
+        live: BTreeMap::new(),
         stats: MemoryStats {
             vram_allocatable: allocatable,
             ..MemoryStats::default()

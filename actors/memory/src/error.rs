@@ -21,6 +21,12 @@ pub enum MemoryError {
     NotAllocated { va: u64, len: u64 },
     #[error("could not start the memory actor thread")]
     Spawn(#[source] std::io::Error),
+    #[error("{bytes} bytes is more than the address space holds")]
+    TooLarge { bytes: u64 },
+    #[error("CPU access: {0}")]
+    View(#[source] macuda_gsp::OutsideView),
+    #[error("internal invariant broken: {reason}")]
+    Invariant { reason: &'static str },
 }
 
 impl ActorFault for MemoryError {
@@ -32,8 +38,12 @@ impl ActorFault for MemoryError {
             }
             MemoryError::Vram(_)
             | MemoryError::VirtualAddress(_)
-            | MemoryError::NotAllocated { .. } => Severity::Recoverable,
-            MemoryError::VramTooSmall { .. } | MemoryError::Spawn(_) => Severity::Fatal,
+            | MemoryError::NotAllocated { .. }
+            | MemoryError::TooLarge { .. }
+            | MemoryError::View(_) => Severity::Recoverable,
+            MemoryError::VramTooSmall { .. }
+            | MemoryError::Spawn(_)
+            | MemoryError::Invariant { .. } => Severity::Fatal,
         }
     }
 }

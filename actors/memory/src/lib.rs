@@ -1,15 +1,21 @@
-//! The memory actor owns device memory: the VRAM allocator, the GPU
-//! virtual-address allocator and the VA space object, and pinned host
-//! memory the GPU reaches by DMA. Bare metal it will build MMU v3 page
-//! tables itself; over the kernel module RM manages the mappings. It calls
-//! the gsp actor (for RM objects and device facts) and the pci actor (for
-//! DMA memory), never anything above it. Every device pointer it hands out
-//! is at least 256-byte aligned, as CUDA promises and ggml assumes.
+//! The memory actor owns device memory: the GPU virtual-address allocator,
+//! every live allocation by device pointer, and pinned host memory the GPU
+//! reaches by DMA. Bare metal it keeps the VRAM allocator and will build
+//! MMU v3 page tables itself (CPU access goes through the transport); over
+//! the kernel module RM allocates and UVM maps at the addresses this actor
+//! chooses, and CPU access goes through views RM mapped (made on first
+//! use). It calls the gsp actor (for RM objects, memory and views) and the
+//! pci actor (for DMA memory and video memory through the transport),
+//! never anything above it. Every device pointer it hands out is at least
+//! 256-byte aligned, as CUDA promises and ggml assumes.
 
 mod actor;
 mod error;
 mod range;
 
-pub use actor::{spawn, DeviceBuffer, MemoryHandle, MemoryRequest, MemoryService, MemoryStats};
+pub use actor::{
+    spawn, DeviceBuffer, DeviceWindow, HostBuffer, MemoryHandle, MemoryRequest, MemoryService,
+    MemoryStats,
+};
 pub use error::MemoryError;
 pub use range::{RangeAllocator, RangeError};

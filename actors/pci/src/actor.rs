@@ -227,10 +227,13 @@ pub fn spawn(
 ) -> Result<(PciHandle, ActorJoin), PciError> {
     let mut transport = opener.open()?;
     // Registers answer only with memory decoding on; bus mastering waits
-    // until the card is known to be NVIDIA's.
-    enable_memory_space(transport.as_mut())?;
-    read_identity(transport.as_mut())?;
-    enable_bus_master(transport.as_mut())?;
+    // until the card is known to be NVIDIA's. Where the kernel module owns
+    // the function, none of it is ours to touch.
+    if transport.owns_function() {
+        enable_memory_space(transport.as_mut())?;
+        read_identity(transport.as_mut())?;
+        enable_bus_master(transport.as_mut())?;
+    }
     let actor = PciActor {
         transport,
         stats: PciStats::default(),

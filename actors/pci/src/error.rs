@@ -68,6 +68,8 @@ pub enum PciError {
     DriverBound { bdf: String, driver: String },
     #[error("the replay refused the operation")]
     Replay(#[from] crate::trace::ReplayError),
+    #[error("NVIDIA's kernel module owns {what}: on this path we reach the GPU only through RM")]
+    OwnedByKernelModule { what: &'static str },
 }
 
 impl PciError {
@@ -105,7 +107,8 @@ impl ActorFault for PciError {
             | PciError::CardBusy { .. }
             | PciError::BadBdf { .. }
             | PciError::NoSuchDevice { .. }
-            | PciError::DriverBound { .. } => Severity::Recoverable,
+            | PciError::DriverBound { .. }
+            | PciError::OwnedByKernelModule { .. } => Severity::Recoverable,
         }
     }
 }

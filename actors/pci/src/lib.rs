@@ -9,6 +9,7 @@
 
 mod actor;
 mod error;
+mod kernel_module;
 mod lock;
 mod null;
 mod spec;
@@ -19,6 +20,7 @@ mod transport;
 
 pub use actor::{read_identity, spawn, PciHandle, PciIdentity, PciRequest, PciService, PciStats};
 pub use error::PciError;
+pub use kernel_module::KernelModuleOpener;
 pub use lock::{default_lock_dir, CardLock, LOCK_DIR_VAR};
 pub use null::{CardEvent, NullCard, NullOpener, NullProfile};
 pub use spec::{DeviceSpec, ParseDeviceError};

@@ -106,6 +106,7 @@ fn built(spec: &DeviceSpec) -> bool {
             | DeviceSpec::TinyGpu { .. }
             | DeviceSpec::Remote { .. }
             | DeviceSpec::Sysfs { .. }
+            | DeviceSpec::Kernel { .. }
     )
 }
 

@@ -1,4 +1,5 @@
 use crate::error::PciError;
+use crate::kernel_module::KernelModuleOpener;
 use crate::lock::{default_lock_dir, CardLock};
 use crate::null::NullOpener;
 use crate::spec::DeviceSpec;
@@ -66,6 +67,12 @@ impl DmaRegion {
 pub trait Transport: Send {
     /// The backend's name, e.g. `null` or `tinygpu`.
     fn backend(&self) -> &'static str;
+    /// Whether this transport owns the PCI function (config space, bus
+    /// mastering, reset). Not on the kernel-module path, where NVIDIA's
+    /// module does, and recovery leaves PCI alone.
+    fn owns_function(&self) -> bool {
+        true
+    }
     /// # Errors
     /// Out-of-range offsets and transport failures.
     fn config_read(&mut self, offset: u16, width: Width) -> Result<u32, PciError>;
@@ -156,6 +163,11 @@ pub trait Transport: Send {
 /// may have failed.
 pub trait Opener: Send + Sync {
     fn describe(&self) -> String;
+    /// Whether the transports it opens own the PCI function; see
+    /// [`Transport::owns_function`].
+    fn owns_function(&self) -> bool {
+        true
+    }
     /// # Errors
     /// When the card cannot be reached.
     fn open(&self) -> Result<Box<dyn Transport>, PciError>;
@@ -208,7 +220,9 @@ pub fn open_transport(spec: &DeviceSpec) -> Result<Arc<dyn Opener>, PciError> {
         }
         DeviceSpec::Sysfs { bdf } => return locked(spec, Arc::new(SysfsOpener::new(bdf)?)),
         DeviceSpec::Replay { trace } => return Ok(Arc::new(ReplayOpener::load(trace)?)),
-        DeviceSpec::Kernel { .. } => ("kernel", "kernel-module RM issue"),
+        DeviceSpec::Kernel { index } => {
+            return locked(spec, Arc::new(KernelModuleOpener::new(*index)))
+        }
         DeviceSpec::Auto => ("auto (resolve it first)", "device selection"),
     };
     Err(PciError::NotBuilt {
@@ -235,6 +249,10 @@ impl Opener for LockedOpener {
 
     fn end_session(&self) -> Result<Option<String>, PciError> {
         self.inner.end_session()
+    }
+
+    fn owns_function(&self) -> bool {
+        self.inner.owns_function()
     }
 }
 

@@ -1,4 +1,4 @@
-use crate::arena::{ArenaError, DescriptorArena};
+use crate::arena::{ArenaError, DescriptorArena, MirrorStore};
 use crate::encode::{
     qmd_bytes, Bank0Slot, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape, CBANK0_ALIGN,
     QMD_ALIGN,
@@ -12,11 +12,14 @@ use macuda_core::{
     actor_protocol, spawn_with_background, wake_pair, ActorConfig, ActorFault, ActorJoin, Cx,
     Severity, Waker,
 };
+use macuda_gsp::{
+    ChannelFault, ChannelSetup, Channels, CpuView, Doorbell, GspHandle, ObjectHandle, RingSpec,
+};
 use macuda_hw::gpfifo::ENTRY_BYTES;
-use macuda_hw::push::{GpEntry, USERD_BYTES, USERD_GP_PUT};
+use macuda_hw::methods::{compute, host};
+use macuda_hw::push::{GpEntry, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT};
 use macuda_hw::qmd::Qmd;
-use macuda_memory::MemoryHandle;
-use macuda_pci::PciHandle;
+use macuda_memory::{DeviceBuffer, DeviceWindow, MemoryHandle};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -157,6 +160,14 @@ actor_protocol! {
     Submissions => fn submissions() -> Vec<Submission>;
     /// Bytes of the descriptor region as delivered (the mirror), by GPU address.
     Descriptors => fn descriptors(address: u64, len: u64) -> Vec<u8>;
+    /// The channel fault that stopped the queues, if one did.
+    Fault => fn fault() -> Option<ChannelFault>;
+    /// After a channel fault: free the channels, build fresh ones on
+    /// cleared rings, and go on from the timelines' current values (the
+    /// work the fault cut short is not run again).
+    ReopenChannels => fn reopen_channels() -> Channels;
+    /// The channels the queues run on.
+    ChannelInfo => fn channels() -> Channels;
 }
 
 /// One hardware queue: a GPFIFO ring, its 64-bit timeline semaphore, and
@@ -277,10 +288,28 @@ struct Pending {
 }
 
 struct SubmitActor {
-    pci: PciHandle,
+    /// Channels, the doorbell, and fault reports.
+    gsp: GspHandle,
+    doorbell: Doorbell,
+    channels: Channels,
+    /// The rings the channels were made over, to make them again.
+    setup: ChannelSetup,
     /// Reads the timeline semaphores and writes the command streams, which
     /// live in device memory.
     memory: MemoryHandle,
+    /// CPU views of the regions this actor writes and reads itself
+    /// (commands, rings, USERD, semaphores), where the backend gives them:
+    /// stores then go straight to memory, not through the memory actor.
+    windows: Vec<DeviceWindow>,
+    /// The channel's shader local memory: how much per thread it covers,
+    /// and the buffers behind it (kept: launches in flight may use them).
+    local: LocalMemory,
+    /// A fault RM reported: the queues are stopped until the channels are
+    /// reopened, and every sync point reports it.
+    fault: Option<Box<ChannelFault>>,
+    /// Code or constants were written by the CPU since the last launch:
+    /// the next chain head invalidates the shader caches first.
+    caches_stale: bool,
     /// The card gives access to device memory (the null card does not).
     writes_memory: bool,
     format: DeviceFormat,
@@ -326,9 +355,6 @@ struct SubmitActor {
     stats: SubmitStats,
 }
 
-/// The null RM's tokens for the two channels (the values RM gave on the H200).
-const COMPUTE_TOKEN: u32 = 0xA;
-const COPY_TOKEN: u32 = 0xB;
 const COMMAND_BYTES: u64 = 2 << 20;
 /// Semaphore memory: two 64-bit timelines, 16 bytes apart.
 const SEMAPHORE_BYTES: u64 = 4096;
@@ -398,9 +424,11 @@ impl SubmitActor {
     /// next sync point; anything else is logged and counted there too.
     /// A fatal failure waits to be reported: no more work may be queued.
     fn broken(&self) -> bool {
-        self.refusal
-            .as_ref()
-            .is_some_and(|e| e.severity() == Severity::Fatal)
+        self.fault.is_some()
+            || self
+                .refusal
+                .as_ref()
+                .is_some_and(|e| e.severity() == Severity::Fatal)
     }
 
     fn note_failure(&mut self, e: SubmitError) {
@@ -549,6 +577,9 @@ impl SubmitActor {
             pb.host_semaphore(self.copy.semaphore, v, true)
                 .map_err(SubmitError::Format)?;
         }
+        if std::mem::take(&mut self.caches_stale) {
+            pb.invalidate_shader_caches().map_err(SubmitError::Format)?;
+        }
         pb.launch_qmd(head).map_err(SubmitError::Format)?;
         self.submit_compute(pb)
     }
@@ -628,10 +659,12 @@ impl SubmitActor {
         });
         if self.writes_memory {
             // The push buffer, then the entry naming it, then GP_PUT past
-            // the entry: each in place before the next makes it reachable.
+            // the entry: each in place before the next makes it reachable
+            // (the doorbell fences before it rings).
             let bytes: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
             self.write_device(at, bytes)?;
             self.write_device(entry_address, entry.encode().to_le_bytes().to_vec())?;
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             self.write_device(userd + USERD_GP_PUT, put.to_le_bytes().to_vec())?;
         }
         self.stats.gp_entries += 1;
@@ -647,9 +680,10 @@ impl SubmitActor {
             userd_address: userd,
             words: pb.words().to_vec(),
         });
-        match self.pci.doorbell(token) {
+        match self.doorbell.ring(token) {
             Ok(()) => Ok(()),
             Err(e) => {
+                let e = SubmitError::from_gsp(e);
                 // Nothing reached the engine: forget what was queued for it;
                 // none of its descriptors are in flight, and every value
                 // issued so far will never be written.
@@ -664,7 +698,7 @@ impl SubmitActor {
                 let _ = q.ring.update_get(put);
                 q.fetched_at.clear();
                 self.commands.in_flight.clear();
-                Err(SubmitError::Pci(e))
+                Err(e)
             }
         }
     }
@@ -738,7 +772,12 @@ impl SubmitActor {
     /// and free the entries it fetched, waiting for at least one.
     fn make_room(&mut self, kind: QueueKind) -> Result<(), SubmitError> {
         let started = Instant::now();
+        let mut next_check = FAULT_CHECK_FIRST;
         loop {
+            if started.elapsed() >= next_check {
+                self.check_fault()?;
+                next_check = started.elapsed() + FAULT_CHECK_EVERY;
+            }
             let done = self.completed(kind)?;
             let q = match kind {
                 QueueKind::Compute => &mut self.compute,
@@ -754,6 +793,11 @@ impl SubmitActor {
                 return q.ring.update_get(get).map_err(SubmitError::Ring);
             }
             if started.elapsed() > self.config.sync_timeout {
+                self.check_fault()?;
+                let q = match kind {
+                    QueueKind::Compute => &self.compute,
+                    QueueKind::Copy => &self.copy,
+                };
                 return Err(SubmitError::Stuck {
                     queue: q.name,
                     value: q.fetched_at.front().copied().unwrap_or(done),
@@ -771,6 +815,12 @@ impl SubmitActor {
             QueueKind::Compute => self.compute.semaphore,
             QueueKind::Copy => self.copy.semaphore,
         };
+        if let Some((w, off)) = self.window(address, SEMAPHORE_PAYLOAD_BYTES) {
+            return w
+                .view
+                .read_u64(off)
+                .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)));
+        }
         let bytes = self
             .memory
             .read_device(address, SEMAPHORE_PAYLOAD_BYTES)
@@ -790,10 +840,41 @@ impl SubmitActor {
         Ok(u64::from_le_bytes(word))
     }
 
+    /// The CPU view holding `[address, address + len)`, and its offset there.
+    fn window(&self, address: u64, len: u64) -> Option<(&DeviceWindow, u64)> {
+        self.windows
+            .iter()
+            .find_map(|w| w.offset_of(address, len).map(|o| (w, o)))
+    }
+
     fn write_device(&self, address: u64, bytes: Vec<u8>) -> Result<(), SubmitError> {
+        if let Some((w, off)) = self.window(address, bytes.len() as u64) {
+            return w
+                .view
+                .write(off, &bytes)
+                .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)));
+        }
         self.memory
             .write_device(address, bytes)
             .map_err(SubmitError::Memory)
+    }
+
+    /// What RM reported against the channels, latched: once faulted, the
+    /// queues stay stopped until they are reopened.
+    fn check_fault(&mut self) -> Result<(), SubmitError> {
+        if let Some(f) = &self.fault {
+            return Err(SubmitError::ChannelFault(f.clone()));
+        }
+        match self.gsp.channel_fault() {
+            Ok(Some(f)) => {
+                tracing::error!(fault = %f, "RM reported a channel fault");
+                let f = Box::new(f);
+                self.fault = Some(f.clone());
+                Err(SubmitError::ChannelFault(f))
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(SubmitError::Gsp(e)),
+        }
     }
 
     fn wait_compute(&mut self, value: u64) -> Result<(), SubmitError> {
@@ -805,14 +886,22 @@ impl SubmitActor {
     }
 
     /// Wait until a queue's timeline reaches `value`; returns what it read.
+    /// While it waits it asks RM, now and then, whether the channels were
+    /// removed: a faulted channel never releases, and the fault names why.
     fn wait_timeline(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
         let started = Instant::now();
+        let mut next_check = FAULT_CHECK_FIRST;
         loop {
             let done = self.completed(kind)?;
             if done >= value {
                 return Ok(done);
             }
+            if started.elapsed() >= next_check {
+                self.check_fault()?;
+                next_check = started.elapsed() + FAULT_CHECK_EVERY;
+            }
             if started.elapsed() > self.config.sync_timeout {
+                self.check_fault()?;
                 return Err(SubmitError::Stuck {
                     queue: match kind {
                         QueueKind::Compute => self.compute.name,
@@ -882,7 +971,11 @@ impl SubmitService for SubmitActor {
                     reason: "too many kernels",
                 })?,
             );
+        let local = kernel.local_bytes;
         let template = self.format.template(kernel).map_err(SubmitError::Format)?;
+        // A kernel with a stack needs the channel's local memory to cover
+        // it, or SKED removes the channel (Xid 13) at its first launch.
+        self.cover_local(local)?;
         self.kernels.push(template);
         self.stats.kernels += 1;
         Ok(id)
@@ -914,11 +1007,18 @@ impl SubmitService for SubmitActor {
     }
 
     fn upload(&mut self, dst: u64, bytes: Vec<u8>) -> Result<UploadReceipt, SubmitError> {
+        let n = bytes.len() as u64;
+        // Code and constants land before any launch that can reach them
+        // (the loader uploads a module before it hands out its kernels),
+        // written by the CPU; the next chain head invalidates the caches
+        // that may hold what was there before.
+        self.write_device(dst, bytes)?;
+        self.caches_stale = true;
         self.stats.uploads += 1;
-        self.stats.upload_bytes += bytes.len() as u64;
+        self.stats.upload_bytes += n;
         Ok(UploadReceipt {
             dst,
-            bytes: bytes.len() as u64,
+            bytes: n,
             queued_at: self.stats.uploads,
         })
     }
@@ -980,6 +1080,59 @@ impl SubmitService for SubmitActor {
         Ok(self.recent.iter().cloned().collect())
     }
 
+    fn fault(&mut self) -> Result<Option<ChannelFault>, SubmitError> {
+        Ok(self.fault.as_deref().cloned())
+    }
+
+    fn channels(&mut self) -> Result<Channels, SubmitError> {
+        Ok(self.channels)
+    }
+
+    fn reopen_channels(&mut self) -> Result<Channels, SubmitError> {
+        // Whatever the lane holds was meant for the dead channels.
+        while self.lane.pop().is_some() {}
+        self.gsp.destroy_channels().map_err(SubmitError::Gsp)?;
+        // Every value handed out so far is done: what the fault cut short
+        // will not run. The timelines go on from there.
+        let (compute_done, copy_done) = (self.compute.issued, self.copy.issued);
+        let sem = self.compute.semaphore;
+        // The compute timeline's high word stays 0 (one-word releases).
+        self.write_device(sem, compute_done.to_le_bytes().to_vec())?;
+        self.write_device(self.copy.semaphore, copy_done.to_le_bytes().to_vec())?;
+        for q in [&self.compute, &self.copy] {
+            self.write_device(q.userd, vec![0; USERD_BYTES as usize])?;
+            self.write_device(
+                q.ring_address,
+                vec![0; (u64::from(q.ring.entries()) * ENTRY_BYTES) as usize],
+            )?;
+        }
+        for q in [&mut self.compute, &mut self.copy] {
+            q.ring = GpFifoRing::new(q.ring.entries()).map_err(SubmitError::Ring)?;
+            q.fetched_at.clear();
+            q.pending.clear();
+        }
+        self.commands.in_flight.clear();
+        self.commands.cursor = 0;
+        self.arena.forget_delivered();
+        self.tokens = TokenTemplates::default();
+        self.prev = None;
+        self.head_qmd = None;
+        self.chain_len = 0;
+        self.compute_waits_for_copy = None;
+        self.refusal = None;
+        self.dropped_through = compute_done;
+        let channels = self
+            .gsp
+            .create_channels(self.setup)
+            .map_err(SubmitError::Gsp)?;
+        self.compute.token = channels.compute.token;
+        self.copy.token = channels.copy.token;
+        self.channels = channels;
+        self.fault = None;
+        self.prologue()?;
+        Ok(channels)
+    }
+
     fn descriptors(&mut self, address: u64, len: u64) -> Result<Vec<u8>, SubmitError> {
         let offset = address.checked_sub(self.descriptor_base);
         let mirror = self.arena.mirror();
@@ -998,64 +1151,247 @@ impl SubmitService for SubmitActor {
     }
 }
 
-/// Start the submit actor for a device of compute capability `sm`.
+/// The mirror in pinned host memory the copy engine reads: the process's
+/// view of it, taken whole as the arena's buffer.
+struct PinnedMirror {
+    view: CpuView,
+}
+
+impl MirrorStore for PinnedMirror {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the view maps `len` bytes of ordinary pinned host memory
+        // that only this actor writes (the GPU only reads it), for as long
+        // as `self` holds the view.
+        // CAST: a CPU mapping's length is a usize.
+        unsafe { std::slice::from_raw_parts(self.view.as_ptr(), self.view.len() as usize) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only slice.
+        unsafe { std::slice::from_raw_parts_mut(self.view.as_ptr(), self.view.len() as usize) }
+    }
+}
+
+/// The channel's shader local memory: what per-thread size it covers.
+#[derive(Default)]
+struct LocalMemory {
+    per_thread: u32,
+    buffers: Vec<DeviceBuffer>,
+}
+
+/// A sync point waits this long before it first asks RM about a fault,
+/// then asks this often.
+const FAULT_CHECK_FIRST: Duration = Duration::from_millis(2);
+const FAULT_CHECK_EVERY: Duration = Duration::from_millis(20);
+
+/// Local memory per thread is handed out in these steps (the channel's
+/// size is rebuilt only when a kernel needs more).
+const LOCAL_PER_THREAD_STEP: u32 = 0x200;
+/// Lanes of a warp.
+const WARP_LANES: u64 = 32;
+/// One warp's local memory is rounded to this (tinygrad's rule, which met
+/// SKED's check on the H200), a TPC's to the next.
+const LOCAL_WARP_GRANULE: u64 = 0x200;
+const LOCAL_TPC_GRANULE: u64 = 0x8000;
+/// The whole local-memory buffer is rounded to this.
+const LOCAL_BUFFER_GRANULE: u64 = 128 << 10;
+
+impl SubmitActor {
+    /// What a fresh channel needs before its first work: the engine
+    /// objects bound on their subchannels, and the compute channel's
+    /// shared and local windows.
+    fn prologue(&mut self) -> Result<(), SubmitError> {
+        let (shared, local) = self.format.windows;
+        let pb = &mut self.compute.pending;
+        pb.method(
+            SUBCHANNEL_COMPUTE,
+            host::SET_OBJECT::BYTE_OFFSET,
+            host::SET_OBJECT::NVCLASS.set(0, self.channels.compute.class),
+        )
+        .map_err(SubmitError::Format)?;
+        for (hi, lo, va) in [
+            (
+                compute::SET_SHADER_SHARED_MEMORY_WINDOW_A::BYTE_OFFSET,
+                compute::SET_SHADER_SHARED_MEMORY_WINDOW_B::BYTE_OFFSET,
+                shared,
+            ),
+            (
+                compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A::BYTE_OFFSET,
+                compute::SET_SHADER_LOCAL_MEMORY_WINDOW_B::BYTE_OFFSET,
+                local,
+            ),
+        ] {
+            // CAST: the two halves of a window address.
+            pb.method(SUBCHANNEL_COMPUTE, hi, (va >> 32) as u32)
+                .map_err(SubmitError::Format)?;
+            pb.method(SUBCHANNEL_COMPUTE, lo, va as u32)
+                .map_err(SubmitError::Format)?;
+        }
+        self.copy
+            .pending
+            .method(
+                SUBCHANNEL_COPY,
+                host::SET_OBJECT::BYTE_OFFSET,
+                host::SET_OBJECT::NVCLASS.set(0, self.channels.copy.class),
+            )
+            .map_err(SubmitError::Format)?;
+        if !self.local.buffers.is_empty() {
+            // A reopened channel gets the local memory the old one had.
+            let per_thread = std::mem::take(&mut self.local.per_thread);
+            self.cover_local(per_thread)?;
+        }
+        self.caches_stale = true;
+        Ok(())
+    }
+
+    /// Make the channel's shader local memory cover `per_thread` bytes a
+    /// thread: a buffer for every TPC slot the engine has, then the
+    /// methods naming it, ahead of the next launch.
+    fn cover_local(&mut self, per_thread: u32) -> Result<(), SubmitError> {
+        if per_thread <= self.local.per_thread {
+            return Ok(());
+        }
+        let per_thread = per_thread.next_multiple_of(LOCAL_PER_THREAD_STEP);
+        let g = self.channels.gr;
+        let per_tpc = (u64::from(per_thread) * WARP_LANES).next_multiple_of(LOCAL_WARP_GRANULE)
+            * u64::from(g.max_warps_per_sm)
+            * u64::from(g.sms_per_tpc);
+        let per_tpc = per_tpc.next_multiple_of(LOCAL_TPC_GRANULE);
+        let total = (per_tpc * u64::from(g.tpcs_per_gpc) * u64::from(g.gpcs))
+            .next_multiple_of(LOCAL_BUFFER_GRANULE);
+        let buffer = self
+            .memory
+            .alloc_device(total)
+            .map_err(SubmitError::Memory)?;
+        let pb = &mut self.compute.pending;
+        let m = |pb: &mut PushBuffer, method: u32, value: u32| {
+            pb.method(SUBCHANNEL_COMPUTE, method, value)
+                .map_err(SubmitError::Format)
+        };
+        // CAST: the two halves of an address and of a size.
+        m(
+            pb,
+            compute::SET_SHADER_LOCAL_MEMORY_A::BYTE_OFFSET,
+            (buffer.va >> 32) as u32,
+        )?;
+        m(
+            pb,
+            compute::SET_SHADER_LOCAL_MEMORY_B::BYTE_OFFSET,
+            buffer.va as u32,
+        )?;
+        m(
+            pb,
+            compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A::BYTE_OFFSET,
+            (per_tpc >> 32) as u32,
+        )?;
+        m(
+            pb,
+            compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B::BYTE_OFFSET,
+            per_tpc as u32,
+        )?;
+        tracing::debug!(per_thread, per_tpc, total, "shader local memory");
+        self.local.per_thread = per_thread;
+        self.local.buffers.push(buffer);
+        Ok(())
+    }
+}
+
+/// The regions the actor allocates at start.
+struct Regions {
+    descriptors: DeviceBuffer,
+    commands: DeviceBuffer,
+    semaphores: DeviceBuffer,
+    rings: DeviceBuffer,
+    userd: DeviceBuffer,
+}
+
+fn ring_specs(r: &Regions, entries: u32) -> ChannelSetup {
+    let ring_bytes = u64::from(entries) * ENTRY_BYTES;
+    let handle = |b: &DeviceBuffer| b.rm_handle.unwrap_or(ObjectHandle::NONE);
+    ChannelSetup {
+        compute: RingSpec {
+            ring_memory: handle(&r.rings),
+            ring_va: r.rings.va,
+            entries,
+            userd_memory: handle(&r.userd),
+            userd_offset: 0,
+        },
+        copy: RingSpec {
+            ring_memory: handle(&r.rings),
+            ring_va: r.rings.va + ring_bytes,
+            entries,
+            userd_memory: handle(&r.userd),
+            userd_offset: USERD_BYTES,
+        },
+    }
+}
+
+/// Start the submit actor for a device of compute capability `sm`: its
+/// regions from memory, its channels and doorbell from gsp.
 ///
 /// # Errors
 /// An architecture without a launch format, memory for the rings and
-/// regions, or the thread.
+/// regions, channels RM refuses, or the thread.
 pub fn spawn(
     config: ActorConfig,
     submit: SubmitConfig,
     sm: u32,
     memory: MemoryHandle,
-    pci: PciHandle,
+    gsp: GspHandle,
 ) -> Result<(SubmitHandle, ActorJoin), SubmitError> {
     let format = DeviceFormat::for_sm(sm).ok_or(SubmitError::UnknownArchitecture(sm))?;
-    let descriptors = memory
-        .alloc_device(submit.descriptor_bytes)
-        .map_err(SubmitError::Memory)?;
-    let commands = memory
-        .alloc_device(COMMAND_BYTES)
-        .map_err(SubmitError::Memory)?;
-    let semaphores = memory
-        .alloc_device(SEMAPHORE_BYTES)
-        .map_err(SubmitError::Memory)?;
-    // Video memory is not zeroed: the timelines start at 0 or a stale
-    // value would mark work done that never ran. A card without memory
-    // access has no timelines to read either.
-    let writes_memory =
-        match memory.write_device(semaphores.va, vec![0; (2 * COPY_SEMAPHORE_OFFSET) as usize]) {
-            Err(macuda_memory::MemoryError::Pci(p)) if p.is_refusal() => false,
-            r => r.map(|()| true).map_err(SubmitError::Memory)?,
-        };
+    let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
+    let alloc = |bytes| memory.alloc_device(bytes).map_err(SubmitError::Memory);
+    let regions = Regions {
+        descriptors: alloc(submit.descriptor_bytes)?,
+        commands: alloc(COMMAND_BYTES)?,
+        semaphores: alloc(SEMAPHORE_BYTES)?,
+        rings: alloc(2 * ring_bytes)?,
+        // Our model of each channel's USERD; RM's channel object reads
+        // GP_PUT from it.
+        userd: alloc(2 * USERD_BYTES)?,
+    };
+    // The regions this actor writes itself, where the CPU can reach them
+    // directly (the descriptor region is written by the copy engine).
+    let mut windows = Vec::new();
+    for b in [
+        &regions.commands,
+        &regions.semaphores,
+        &regions.rings,
+        &regions.userd,
+    ] {
+        if let Some(w) = memory.cpu_window(b.va).map_err(SubmitError::Memory)? {
+            windows.push(w);
+        }
+    }
     // The mirror is pinned host memory the copy engine reads through the
     // GPU's address space. The null device has none: descriptors still go
     // shadow -> mirror on the host, and the copies name address 0, never
-    // submitted. A card that gives host memory needs it mapped first.
-    let mirror_va = match memory.alloc_host(submit.descriptor_bytes) {
-        Ok(region) => {
-            return Err(SubmitError::MirrorUnmapped {
-                bus: region.segments.first().map_or(0, |s| s.bus_addr),
-            })
-        }
-        Err(e) if matches!(&e, macuda_memory::MemoryError::Pci(p) if p.is_refusal()) => 0,
-        Err(e) => return Err(SubmitError::Memory(e)),
-    };
+    // submitted. Host memory without a GPU address cannot be the mirror.
+    let (mirror_va, mirror): (u64, Box<dyn MirrorStore>) =
+        match memory.alloc_host(submit.descriptor_bytes) {
+            Ok(h) => match (h.va, h.view) {
+                (Some(va), Some(view)) if view.len() >= submit.descriptor_bytes => {
+                    (va, Box::new(PinnedMirror { view }))
+                }
+                _ => {
+                    return Err(SubmitError::MirrorUnmapped {
+                        bus: h
+                            .dma
+                            .and_then(|d| d.segments.first().map(|s| s.bus_addr))
+                            .unwrap_or(0),
+                    })
+                }
+            },
+            Err(e) if matches!(&e, macuda_memory::MemoryError::Pci(p) if p.is_refusal()) => {
+                (0, Box::new(vec![0u8; submit.descriptor_bytes as usize]))
+            }
+            Err(e) => return Err(SubmitError::Memory(e)),
+        };
     let (waker, parking) = wake_pair();
-    let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
-    let rings = memory
-        .alloc_device(2 * ring_bytes)
-        .map_err(SubmitError::Memory)?;
-    // Our model of each channel's USERD; RM's channel object owns the real
-    // one on the kernel path and the firmware path.
-    let userd = memory
-        .alloc_device(2 * USERD_BYTES)
-        .map_err(SubmitError::Memory)?;
-    if writes_memory {
-        memory
-            .write_device(userd.va, vec![0; (2 * USERD_BYTES) as usize])
-            .map_err(SubmitError::Memory)?;
-    }
+    let setup = ring_specs(&regions, submit.gpfifo_entries);
+    let channels = gsp.create_channels(setup).map_err(SubmitError::Gsp)?;
+    let doorbell = gsp.doorbell().map_err(SubmitError::Gsp)?;
     let queue = |name, token, semaphore, ring_address, userd| -> Result<Queue, SubmitError> {
         Ok(Queue {
             name,
@@ -1069,10 +1405,17 @@ pub fn spawn(
             pending: PushBuffer::new(),
         })
     };
-    let actor = SubmitActor {
-        pci,
+    let mut actor = SubmitActor {
+        gsp,
+        doorbell,
+        channels,
+        setup,
         memory,
-        writes_memory,
+        windows,
+        local: LocalMemory::default(),
+        fault: None,
+        caches_stale: true,
+        writes_memory: false,
         format,
         config: submit,
         kernels: Vec::new(),
@@ -1080,22 +1423,28 @@ pub fn spawn(
         next_stream: 0,
         lane: Arc::new(ArrayQueue::new(submit.lane_capacity.max(1))),
         waker,
-        arena: DescriptorArena::new(submit.descriptor_bytes, submit.diffing),
-        descriptor_base: descriptors.va,
+        arena: DescriptorArena::with_mirror(submit.descriptor_bytes, submit.diffing, mirror),
+        descriptor_base: regions.descriptors.va,
         mirror_va,
         commands: CommandRegion {
-            base: commands.va,
-            bytes: commands.bytes,
+            base: regions.commands.va,
+            bytes: regions.commands.bytes,
             cursor: 0,
             in_flight: std::collections::VecDeque::new(),
         },
-        compute: queue("compute", COMPUTE_TOKEN, semaphores.va, rings.va, userd.va)?,
+        compute: queue(
+            "compute",
+            channels.compute.token,
+            regions.semaphores.va,
+            regions.rings.va,
+            regions.userd.va,
+        )?,
         copy: queue(
             "copy",
-            COPY_TOKEN,
-            semaphores.va + COPY_SEMAPHORE_OFFSET,
-            rings.va + ring_bytes,
-            userd.va + USERD_BYTES,
+            channels.copy.token,
+            regions.semaphores.va + COPY_SEMAPHORE_OFFSET,
+            regions.rings.va + ring_bytes,
+            regions.userd.va + USERD_BYTES,
         )?,
         compute_waits_for_copy: None,
         chain_len: 0,
@@ -1111,6 +1460,14 @@ pub fn spawn(
         tokens: TokenTemplates::default(),
         stats: SubmitStats::default(),
     };
+    // Video memory is not zeroed: the timelines start at 0 or a stale
+    // value would mark work done that never ran, and USERD starts empty.
+    // A card without memory access has no timelines to read either.
+    actor.writes_memory = match actor.clear_control_memory(&regions) {
+        Err(SubmitError::Memory(macuda_memory::MemoryError::Pci(p))) if p.is_refusal() => false,
+        r => r.map(|()| true)?,
+    };
+    actor.prologue()?;
     let (handle, join) = spawn_with_background(
         config,
         actor,
@@ -1120,6 +1477,19 @@ pub fn spawn(
     )
     .map_err(SubmitError::Spawn)?;
     Ok((SubmitHandle::new(handle), join))
+}
+
+impl SubmitActor {
+    /// Zero the timelines, USERD and the rings.
+    fn clear_control_memory(&self, r: &Regions) -> Result<(), SubmitError> {
+        self.write_device(
+            r.semaphores.va,
+            vec![0; (2 * COPY_SEMAPHORE_OFFSET) as usize],
+        )?;
+        self.write_device(r.userd.va, vec![0; (2 * USERD_BYTES) as usize])?;
+        // CAST: two rings of at most a few MiB.
+        self.write_device(r.rings.va, vec![0; r.rings.bytes as usize])
+    }
 }
 
 /// Make a lane launch record.

@@ -55,10 +55,27 @@ pub struct FlushPlan {
     pub payload_bytes: u64,
 }
 
-#[derive(Debug, Clone)]
+/// Where the mirror lives: memory the copy engine reads by GPU address
+/// (pinned host memory on the kernel path), or a plain buffer where no
+/// engine runs (the null device).
+pub trait MirrorStore: Send {
+    fn bytes(&self) -> &[u8];
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+impl MirrorStore for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 pub struct DescriptorArena {
     shadow: Vec<u8>,
-    mirror: Vec<u8>,
+    mirror: Box<dyn MirrorStore>,
     cursor: u64,
     restart_at_next: bool,
     dirty: Vec<Span>,
@@ -71,11 +88,32 @@ pub struct DescriptorArena {
     in_flight: VecDeque<(Span, u64)>,
 }
 
+impl std::fmt::Debug for DescriptorArena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DescriptorArena")
+            .field("capacity", &self.shadow.len())
+            .field("cursor", &self.cursor)
+            .field("in_flight", &self.in_flight.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl DescriptorArena {
+    /// A region whose mirror is a buffer of its own.
     pub fn new(capacity: u64, diffing: bool) -> DescriptorArena {
+        DescriptorArena::with_mirror(capacity, diffing, Box::new(vec![0u8; capacity as usize]))
+    }
+
+    /// A region whose mirror is `mirror` (at least `capacity` bytes; its
+    /// first `capacity` bytes are used).
+    pub fn with_mirror(
+        capacity: u64,
+        diffing: bool,
+        mirror: Box<dyn MirrorStore>,
+    ) -> DescriptorArena {
         DescriptorArena {
             shadow: vec![0; capacity as usize],
-            mirror: vec![0; capacity as usize],
+            mirror,
             cursor: 0,
             restart_at_next: true,
             dirty: Vec::new(),
@@ -190,7 +228,17 @@ impl DescriptorArena {
     }
 
     pub fn mirror(&self) -> &[u8] {
-        &self.mirror
+        &self.mirror.bytes()[..self.shadow.len()]
+    }
+
+    /// Video memory can no longer be trusted to hold what was delivered
+    /// (the channels that delivered it were torn down mid-flight): every
+    /// word goes again at its next flush.
+    pub fn forget_delivered(&mut self) {
+        self.delivered.fill(false);
+        self.in_flight.clear();
+        self.dirty.clear();
+        self.restart_at_next = true;
     }
 
     /// The host waited for everything: nothing is in flight, and the next
@@ -218,7 +266,7 @@ impl DescriptorArena {
             };
             if let Some(p) = patch {
                 let (a, b) = (p.offset as usize, p.end() as usize);
-                self.mirror[a..b].copy_from_slice(&self.shadow[a..b]);
+                self.mirror.bytes_mut()[a..b].copy_from_slice(&self.shadow[a..b]);
                 let words = a / PATCH_GRANULE as usize..b.div_ceil(PATCH_GRANULE as usize);
                 self.delivered[words].fill(true);
                 plan.payload_bytes += p.len;
@@ -239,7 +287,7 @@ impl DescriptorArena {
             .min(self.capacity());
         let (s, m) = (
             &self.shadow[start as usize..end as usize],
-            &self.mirror[start as usize..end as usize],
+            &self.mirror.bytes()[start as usize..end as usize],
         );
         let known = &self.delivered[(start / PATCH_GRANULE) as usize..];
         let words = || {

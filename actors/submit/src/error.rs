@@ -3,6 +3,7 @@ use crate::arena::ArenaError;
 use crate::lane::{EventId, KernelId};
 use crate::ring::RingError;
 use macuda_core::{ActorError, ActorFault, Severity};
+use macuda_gsp::{ChannelFault, GspError};
 use macuda_hw::push::FormatError;
 use macuda_memory::MemoryError;
 use macuda_pci::PciError;
@@ -15,6 +16,10 @@ pub enum SubmitError {
     Memory(#[source] MemoryError),
     #[error("pci request failed")]
     Pci(#[source] PciError),
+    #[error("gsp request failed")]
+    Gsp(#[source] GspError),
+    #[error("RM removed the channels: {0}")]
+    ChannelFault(Box<ChannelFault>),
     #[error("no stream {0:?}")]
     NoSuchStream(StreamId),
     #[error("no kernel {0:?} (register it first)")]
@@ -62,15 +67,28 @@ impl SubmitError {
     pub fn is_refusal(&self) -> bool {
         matches!(self, SubmitError::Pci(e) if e.is_refusal())
     }
+
+    /// A gsp error, with the pci refusal it wraps (the null card declining
+    /// a doorbell) kept as the refusal it is.
+    pub fn from_gsp(e: GspError) -> SubmitError {
+        match e {
+            GspError::Pci(p) => SubmitError::Pci(p),
+            e => SubmitError::Gsp(e),
+        }
+    }
 }
 
 impl ActorFault for SubmitError {
     fn severity(&self) -> Severity {
         match self {
             SubmitError::Actor(ActorError::Injected { .. }) => Severity::Fatal,
-            SubmitError::Actor(_) | SubmitError::Memory(_) | SubmitError::Pci(_) => {
-                Severity::Downstream
-            }
+            SubmitError::Actor(_)
+            | SubmitError::Memory(_)
+            | SubmitError::Pci(_)
+            | SubmitError::Gsp(_) => Severity::Downstream,
+            // The GPU refused our work, not the stack: the queues stay
+            // stopped (and say why) until the channels are reopened.
+            SubmitError::ChannelFault(_) => Severity::Recoverable,
             SubmitError::NoSuchStream(_)
             | SubmitError::NoSuchKernel(_)
             | SubmitError::NoSuchEvent(_)

@@ -129,6 +129,18 @@ impl PushBuffer {
         )
     }
 
+    /// Invalidate the instruction, global-data and constant caches without
+    /// waiting for idle: code or constants the CPU just wrote are read
+    /// fresh by the launches that follow.
+    ///
+    /// # Errors
+    /// Never for this method; the header check is shared.
+    pub fn invalidate_shader_caches(&mut self) -> Result<(), FormatError> {
+        use compute::INVALIDATE_SHADER_CACHES_NO_WFI as I;
+        let word = pack(&[(I::INSTRUCTION, 1), (I::GLOBAL_DATA, 1), (I::CONSTANT, 1)])?;
+        self.method(SUBCHANNEL_COMPUTE, I::BYTE_OFFSET, word)
+    }
+
     /// A copy-engine transfer: `lines` lines of `line_bytes`, each line
     /// `src_pitch`/`dst_pitch` apart (1-D when `lines` is 1), or with
     /// `fill` set, writes of that 32-bit value instead of reading `src`.
