@@ -4,9 +4,10 @@
 
 use crate::host::{Host, HostError};
 use macuda_core::ActorSnapshot;
+use macuda_gsp::RmBackend;
 use macuda_hw::class;
 use macuda_hw::pci::{offset, Command, Width};
-use macuda_submit::LaunchRecord;
+use macuda_submit::{LaneItem, LaunchRecord};
 use std::time::Duration;
 
 /// What the workload did, line by line.
@@ -26,6 +27,11 @@ const DEFAULT_SM: u32 = 120;
 
 /// Device pointers must be at least this aligned (CUDA's promise).
 const DEVICE_POINTER_ALIGN: u64 = 256;
+/// The largest launch of the workload covers this many floats, all of
+/// which are checked.
+const CHECKED_FLOATS: usize = 2048;
+/// Bytes the copy round trip moves.
+const ROUND_TRIP_BYTES: usize = 64 << 10;
 
 fn refusable<T>(
     report: &mut WorkloadReport,
@@ -52,32 +58,63 @@ fn refusable<T>(
 pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     let mut r = WorkloadReport::default();
 
-    // pci: identification and the command register the boot set.
-    let id = host.call(|s| s.pci.identify())?;
-    let command = host.call(|s| s.pci.config_read(offset::COMMAND, Width::U16))?;
-    let command = Command((command & 0xFFFF) as u16);
-    r.steps.push(format!(
-        "pci: {} {:04x}:{:04x}, command {:#06x} (bus master {}), {} BARs",
-        id.chip.chip,
-        id.vendor,
-        id.device,
-        command.0,
-        if command.bus_master() { "on" } else { "off" },
-        id.bars.len()
-    ));
+    let kernel_module = host.device().rm == RmBackend::KernelModule;
+    // pci: identification and the command register the boot set; through
+    // the kernel module, the module owns the function and we touch none.
+    if kernel_module {
+        let d = host.device();
+        r.steps.push(format!(
+            "pci: NVIDIA's kernel module owns the function (no config access); RM names it {} {:04x}:{:04x}",
+            d.name.as_deref().unwrap_or("a GPU"),
+            d.identity.vendor,
+            d.identity.device
+        ));
+    } else {
+        let id = host.call(|s| s.pci.identify())?;
+        let command = host.call(|s| s.pci.config_read(offset::COMMAND, Width::U16))?;
+        let command = Command((command & 0xFFFF) as u16);
+        r.steps.push(format!(
+            "pci: {} {:04x}:{:04x}, command {:#06x} (bus master {}), {} BARs",
+            id.chip.chip,
+            id.vendor,
+            id.device,
+            command.0,
+            if command.bus_master() { "on" } else { "off" },
+            id.bars.len()
+        ));
+    }
     std::thread::sleep(pace);
 
-    // gsp: the object tree.
-    let device = host.device().device;
-    let mem_object = host.call(|s| s.gsp.alloc(device, class::NV01_MEMORY_LOCAL_USER))?;
-    let live = host.call(|s| s.gsp.objects())?.len();
-    let freed = host.call(|s| s.gsp.free(mem_object))?;
+    // gsp: the object tree (the null RM's, in software), or the channels
+    // RM made for submit.
     let info = host.call(|s| s.gsp.device_info())?;
-    r.steps.push(format!(
-        "gsp: {live} RM objects with a memory object allocated, {freed} freed; {} MiB VRAM via {}",
-        info.vram_bytes >> 20,
-        info.rm.describe()
-    ));
+    if kernel_module {
+        let ch = host.call(|s| s.submit.channels())?;
+        let g = host.call(|s| s.gsp.stats())?;
+        r.steps.push(format!(
+            "gsp: {} MiB VRAM via {}; channel group {} with compute {:#06x} (token {:#x}) and copy {:#06x} (token {:#x}); {} GPCs x {} TPCs; {} MiB held through RM",
+            info.vram_bytes >> 20,
+            info.rm.describe(),
+            ch.group,
+            ch.compute.class,
+            ch.compute.token,
+            ch.copy.class,
+            ch.copy.token,
+            ch.gr.gpcs,
+            ch.gr.tpcs_per_gpc,
+            g.rm_memory_bytes >> 20
+        ));
+    } else {
+        let device = host.device().device;
+        let mem_object = host.call(|s| s.gsp.alloc(device, class::NV01_MEMORY_LOCAL_USER))?;
+        let live = host.call(|s| s.gsp.objects())?.len();
+        let freed = host.call(|s| s.gsp.free(mem_object))?;
+        r.steps.push(format!(
+            "gsp: {live} RM objects with a memory object allocated, {freed} freed; {} MiB VRAM via {}",
+            info.vram_bytes >> 20,
+            info.rm.describe()
+        ));
+    }
     std::thread::sleep(pace);
 
     // memory: device buffers of ggml-like sizes, some freed, pinned host.
@@ -124,8 +161,20 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     std::thread::sleep(pace);
 
     // submit: two streams, 64 launches of vector_add (half through the
-    // request path, half through the lane), a sync on each.
+    // request path, half through the lane), a sync on each; the inputs
+    // written first where the device keeps memory, the output read back.
     let ptrs: Vec<u64> = buffers.iter().map(|b| b.va).collect();
+    let a_vals: Vec<f32> = (0..CHECKED_FLOATS).map(|i| i as f32 * 0.25).collect();
+    let b_vals: Vec<f32> = (0..CHECKED_FLOATS).map(|i| 3.0 - i as f32).collect();
+    let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let inputs = refusable(
+        &mut r,
+        "memory: writing the vector_add inputs",
+        host.call(|s| {
+            s.memory.write_device(ptrs[0], floats(&a_vals))?;
+            s.memory.write_device(ptrs[1], floats(&b_vals))
+        }),
+    )?;
     let kernel = host.call(|s| s.submit.register_kernel(add.kernel_desc()))?;
     let lane = host.call(|s| s.submit.lane())?;
     let streams = [
@@ -164,21 +213,83 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
             synced += 1;
         }
     }
+    let mut checked = None;
+    if inputs.is_some() && synced == 2 {
+        let out = host.call(|s| s.memory.read_device(ptrs[2], CHECKED_FLOATS as u64 * 4))?;
+        let good = out
+            .chunks_exact(4)
+            .zip(a_vals.iter().zip(&b_vals))
+            .filter(|(c, (a, b))| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) == *a + *b)
+            .count();
+        checked = Some(good);
+    }
+    // A round trip through the copy engine: pinned host -> device ->
+    // device -> pinned host, ordered after the kernels on one stream.
+    let mut round_trip = None;
+    if let Some(pin) = pinned
+        .as_ref()
+        .filter(|p| p.va.is_some() && p.view.is_some())
+    {
+        let back = host.call(|s| s.memory.alloc_host(pin.bytes))?;
+        let (src, view) = (pin.va.unwrap_or(0), pin.view.clone());
+        let pattern: Vec<u8> = (0..ROUND_TRIP_BYTES).map(|i| (i * 7 + 3) as u8).collect();
+        if let (Some(v), Some(dst), Some(back_view)) = (view, back.va, back.view.clone()) {
+            v.write(0, &pattern)
+                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
+            back_view
+                .write(0, &vec![0u8; pattern.len()])
+                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
+            let stream = streams[0];
+            let n = pattern.len() as u64;
+            for (from, to) in [(src, ptrs[2]), (ptrs[2], ptrs[1]), (ptrs[1], dst)] {
+                lane.push(LaneItem::Copy {
+                    stream,
+                    src: from,
+                    dst: to,
+                    bytes: n,
+                });
+            }
+            host.call(|s| s.submit.synchronize(stream))?;
+            let mut got = vec![0u8; pattern.len()];
+            back_view
+                .read(0, &mut got)
+                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
+            round_trip = Some(got == pattern);
+        }
+        if let Some(va) = back.va {
+            host.call(|s| s.memory.free_host(va))?;
+        }
+    }
     for &stream in &streams {
         host.call(|s| s.submit.destroy_stream(stream))?;
     }
     host.call(|s| s.loader.unload(modules[0]))?;
     let lstats = host.call(|s| s.loader.stats())?;
     r.steps.push(format!(
-        "loader: {} modules for sm_{sm} ({} kernels, {} relocations applied, {} bytes queued for upload); vector_add at {:#x}, {} registers, parameters at bank-0 offset {:#x}",
+        "loader: {} modules for sm_{sm} ({} kernels, {} relocations applied, {} bytes uploaded, {} resident); vector_add at {:#x}, {} registers, parameters at bank-0 offset {:#x}",
         loaded.len(),
         loaded.iter().map(|m| m.kernels.len()).sum::<usize>(),
         lstats.relocations_applied,
         lstats.uploaded_bytes,
+        loaded.iter().filter(|m| m.resident).count(),
         add.entry,
         add.registers,
         add.param_base
     ));
+    match checked {
+        Some(good) => r.steps.push(format!(
+            "results: {good} of {CHECKED_FLOATS} vector_add outputs match the CPU's a + b"
+        )),
+        None => r
+            .steps
+            .push("results: not checked (the device keeps no memory)".to_string()),
+    }
+    if let Some(same) = round_trip {
+        r.steps.push(format!(
+            "copy engine: {ROUND_TRIP_BYTES} bytes pinned host -> device -> device -> pinned host {}",
+            if same { "came back byte-exact" } else { "CAME BACK DIFFERENT" }
+        ));
+    }
     let sstats = host.call(|s| s.submit.stats())?;
     r.steps.push(format!(
         "submit: {} streams, {} launches built ({} through the lane) in {} chains, {} descriptor bytes in {} patches, {} command bytes, {synced} of 2 synchronisations completed, {} submissions refused",

@@ -58,10 +58,18 @@ pub enum Step {
         dst: u64,
         line_bytes: u64,
         lines: u64,
+        /// Bytes from one line's start to the next (0 for one line).
+        src_pitch: u64,
+        dst_pitch: u64,
         fill: Option<u32>,
     },
     Launch {
         qmd_address: u64,
+    },
+    /// The channel's shader local memory: bytes per TPC
+    /// (SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B).
+    LocalMemory {
+        per_tpc: u64,
     },
 }
 
@@ -100,12 +108,22 @@ pub fn steps(words: &[u32]) -> Vec<Step> {
                 } else {
                     1
                 },
+                src_pitch: reg(&regs, copy::PITCH_IN::BYTE_OFFSET),
+                dst_pitch: reg(&regs, copy::PITCH_OUT::BYTE_OFFSET),
                 // CAST: the remap constant is one 32-bit method.
                 fill: remap.then(|| reg(&regs, copy::SET_REMAP_CONST_A::BYTE_OFFSET) as u32),
             });
         } else if m == compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET {
             out.push(Step::Launch {
                 qmd_address: reg(&regs, compute::SEND_PCAS_A::BYTE_OFFSET) << 8,
+            });
+        } else if m == compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B::BYTE_OFFSET {
+            out.push(Step::LocalMemory {
+                per_tpc: reg(
+                    &regs,
+                    compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A::BYTE_OFFSET,
+                ) << 32
+                    | u64::from(v),
             });
         }
     }
@@ -248,7 +266,7 @@ impl Engines {
         qmd: &mut dyn FnMut(u64) -> LaunchDescriptor,
     ) -> Result<(), Stall> {
         match step {
-            Step::Acquire { .. } => {}
+            Step::Acquire { .. } | Step::LocalMemory { .. } => {}
             Step::Release { address, value } => self.release(address, value),
             Step::Copy {
                 dst,

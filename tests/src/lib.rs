@@ -1,6 +1,7 @@
 //! Shared pieces of the integration tests: a Host on a null card the test
 //! holds, so what recovery did to the card can be read back from the card's
-//! own record.
+//! own record; and a Host on a fake of NVIDIA's kernel module, whose object
+//! tree and GPU the test can read back the same way.
 
 pub mod engines;
 pub mod fake_rm;
@@ -64,6 +65,54 @@ impl NullWorld {
 
     pub fn start(&self) -> Host {
         Host::start(self.config.clone()).expect("host starts on the null card")
+    }
+
+    /// Report files written so far.
+    pub fn report_files(&self) -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(self.reports.path())
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+/// A Host on the kernel-module path over the fake of the module, whose GPU
+/// a thread plays (see [`fake_rm`]): what recovery did is read back from
+/// the fake's own object tree.
+pub struct KernelWorld {
+    pub fake: fake_rm::FakeRm,
+    /// The pci actor's opener, whose transports count every PCI-level
+    /// operation asked of them.
+    pub opener: Arc<macuda_pci::KernelModuleOpener>,
+    pub config: HostConfig,
+    pub reports: tempfile::TempDir,
+}
+
+impl KernelWorld {
+    pub fn new(deadline: Duration) -> KernelWorld {
+        KernelWorld::with_module(fake_rm::FakeModule::h200(), deadline)
+    }
+
+    pub fn with_module(module: fake_rm::FakeModule, deadline: Duration) -> KernelWorld {
+        let fake = fake_rm::FakeRm::with_gpu(module);
+        let reports = tempfile::tempdir().expect("temp dir");
+        let mut config = HostConfig::new(macuda_pci::DeviceSpec::Kernel { index: 0 });
+        let opener = Arc::new(macuda_pci::KernelModuleOpener::new(0));
+        config.opener = Some(Arc::clone(&opener) as Arc<dyn Opener>);
+        config.rm_driver = Some(Arc::new(fake.clone()));
+        config.deadline = deadline;
+        config.report_dir = reports.path().to_path_buf();
+        KernelWorld {
+            fake,
+            opener,
+            config,
+            reports,
+        }
+    }
+
+    pub fn start(&self) -> Host {
+        Host::start(self.config.clone()).expect("host starts on the fake kernel module")
     }
 
     /// Report files written so far.

@@ -7,15 +7,29 @@
 use crate::error::PciError;
 use crate::transport::{BarInfo, DmaId, DmaRegion, Opener, Transport};
 use macuda_hw::pci::Width;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Opens the (empty) transport for GPU `index` of the kernel module.
 pub struct KernelModuleOpener {
     index: u32,
+    /// PCI-level operations anything asked of its transports (each one
+    /// declined): the record that shows nothing touched the function.
+    attempts: Arc<AtomicU64>,
 }
 
 impl KernelModuleOpener {
     pub fn new(index: u32) -> KernelModuleOpener {
-        KernelModuleOpener { index }
+        KernelModuleOpener {
+            index,
+            attempts: Arc::default(),
+        }
+    }
+
+    /// How many PCI-level operations were asked of (and declined by) the
+    /// transports this opener made.
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(Ordering::Relaxed)
     }
 }
 
@@ -25,7 +39,9 @@ impl Opener for KernelModuleOpener {
     }
 
     fn open(&self) -> Result<Box<dyn Transport>, PciError> {
-        Ok(Box::new(KernelModuleTransport))
+        Ok(Box::new(KernelModuleTransport {
+            attempts: Arc::clone(&self.attempts),
+        }))
     }
 
     fn owns_function(&self) -> bool {
@@ -33,10 +49,15 @@ impl Opener for KernelModuleOpener {
     }
 }
 
-struct KernelModuleTransport;
+struct KernelModuleTransport {
+    attempts: Arc<AtomicU64>,
+}
 
-fn owned(what: &'static str) -> PciError {
-    PciError::OwnedByKernelModule { what }
+impl KernelModuleTransport {
+    fn owned(&self, what: &'static str) -> PciError {
+        self.attempts.fetch_add(1, Ordering::Relaxed);
+        PciError::OwnedByKernelModule { what }
+    }
 }
 
 impl Transport for KernelModuleTransport {
@@ -49,45 +70,43 @@ impl Transport for KernelModuleTransport {
     }
 
     fn config_read(&mut self, _offset: u16, _width: Width) -> Result<u32, PciError> {
-        Err(owned("config space"))
+        Err(self.owned("config space"))
     }
 
     fn config_write(&mut self, _offset: u16, _width: Width, _value: u32) -> Result<(), PciError> {
-        Err(owned("config space"))
+        Err(self.owned("config space"))
     }
 
     fn bars(&mut self) -> Result<Vec<BarInfo>, PciError> {
-        Err(owned("the BARs"))
+        Err(self.owned("the BARs"))
     }
 
     fn mmio_read(&mut self, _offset: u64, _out: &mut [u8]) -> Result<(), PciError> {
-        Err(owned("BAR0 registers"))
+        Err(self.owned("BAR0 registers"))
     }
 
     fn mmio_write(&mut self, _offset: u64, _data: &[u8]) -> Result<(), PciError> {
-        Err(owned("BAR0 registers"))
+        Err(self.owned("BAR0 registers"))
     }
 
     fn doorbell(&mut self, _token: u32) -> Result<(), PciError> {
-        Err(owned("the doorbell register (ours is RM's usermode page)"))
+        Err(self.owned("the doorbell register (ours is RM's usermode page)"))
     }
 
     fn alloc_dma(&mut self, _bytes: u64) -> Result<DmaRegion, PciError> {
-        Err(owned("DMA memory (RM pins host memory instead)"))
+        Err(self.owned("DMA memory (RM pins host memory instead)"))
     }
 
     fn dma_read(&mut self, _id: DmaId, _offset: u64, _out: &mut [u8]) -> Result<(), PciError> {
-        Err(owned("DMA memory"))
+        Err(self.owned("DMA memory"))
     }
 
     fn dma_write(&mut self, _id: DmaId, _offset: u64, _data: &[u8]) -> Result<(), PciError> {
-        Err(owned("DMA memory"))
+        Err(self.owned("DMA memory"))
     }
 
     fn function_reset(&mut self) -> Result<(), PciError> {
-        Err(owned(
-            "function reset (we never reset a GPU the module serves)",
-        ))
+        Err(self.owned("function reset (we never reset a GPU the module serves)"))
     }
 }
 
@@ -110,5 +129,6 @@ mod tests {
         assert!(t.alloc_dma(4096).is_err());
         let e = t.config_write(4, Width::U16, 0).unwrap_err();
         assert!(e.to_string().contains("kernel module"), "{e}");
+        assert_eq!(o.attempts(), 5, "each declined operation is counted");
     }
 }

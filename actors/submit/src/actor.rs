@@ -340,12 +340,15 @@ struct SubmitActor {
     /// arrived (the bug the seed notes tell of, where the timeline went
     /// backwards by a chain's length).
     chain_flush: Option<&'static str>,
-    events: Vec<Option<u64>>,
+    /// Per event: the (compute, copy) timeline values its record follows.
+    events: Vec<Option<(u64, u64)>>,
     /// Why the device declined the last submission, reported at the next
     /// sync point (the lane has no caller to tell).
     refusal: Option<SubmitError>,
     /// Compute values up to here belong to declined submissions.
     dropped_through: u64,
+    /// Copy values up to here likewise.
+    copy_dropped_through: u64,
     /// A QMD buffer to reuse, so a launch allocates nothing.
     spare_qmd: Option<Qmd>,
     /// Time spent in flushes, kept apart from descriptor building.
@@ -690,6 +693,7 @@ impl SubmitActor {
                 self.stats.refused_submissions += 1;
                 self.arena.retire(u64::MAX);
                 self.dropped_through = self.compute.issued;
+                self.copy_dropped_through = self.copy.issued;
                 let q = match kind {
                     QueueKind::Compute => &mut self.compute,
                     QueueKind::Copy => &mut self.copy,
@@ -763,7 +767,7 @@ impl SubmitActor {
             .events
             .get_mut(event.0 as usize)
             .ok_or(SubmitError::NoSuchEvent(event))?;
-        *slot = Some(self.compute.issued);
+        *slot = Some((self.compute.issued, self.copy.issued));
         self.stats.events += 1;
         Ok(())
     }
@@ -1036,15 +1040,16 @@ impl SubmitService for SubmitActor {
     fn query_event(&mut self, event: EventId) -> Result<bool, SubmitError> {
         self.drain_lane();
         self.take_refusal()?;
-        let value = self
+        let (compute, copy) = self
             .events
             .get(event.0 as usize)
             .ok_or(SubmitError::NoSuchEvent(event))?
-            .unwrap_or(0);
-        if value <= self.dropped_through {
-            return Ok(true);
-        }
-        Ok(self.completed(QueueKind::Compute)? >= value)
+            .unwrap_or((0, 0));
+        let compute_done =
+            compute <= self.dropped_through || self.completed(QueueKind::Compute)? >= compute;
+        let copy_done =
+            copy <= self.copy_dropped_through || self.completed(QueueKind::Copy)? >= copy;
+        Ok(compute_done && copy_done)
     }
 
     fn flush(&mut self) -> Result<u64, SubmitError> {
@@ -1064,6 +1069,12 @@ impl SubmitService for SubmitActor {
         let value = self.compute.issued;
         if value > 0 {
             self.wait_compute(value)?;
+        }
+        // Copies queued after the last kernel (a read-back) finish on the
+        // copy timeline.
+        let copies = self.copy.issued;
+        if copies > self.copy_dropped_through {
+            self.wait_timeline(QueueKind::Copy, copies)?;
         }
         // The host waited for everything: the next token lines up again.
         self.arena.standstill();
@@ -1121,6 +1132,7 @@ impl SubmitService for SubmitActor {
         self.compute_waits_for_copy = None;
         self.refusal = None;
         self.dropped_through = compute_done;
+        self.copy_dropped_through = copy_done;
         let channels = self
             .gsp
             .create_channels(self.setup)
@@ -1454,6 +1466,7 @@ pub fn spawn(
         events: Vec::new(),
         refusal: None,
         dropped_through: 0,
+        copy_dropped_through: 0,
         spare_qmd: None,
         flush_ns: 0,
         recent: std::collections::VecDeque::new(),

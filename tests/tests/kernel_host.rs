@@ -1,0 +1,352 @@
+//! The whole stack on the kernel-module path, against the fake of the
+//! module whose GPU a thread plays: RM objects, memory at the memory
+//! actor's addresses, channels over submit's rings, launches the fake GPU
+//! walks and records, copies that move real bytes, channel faults reported
+//! by Xid and debugger, and reopened channels that run again.
+
+use macuda_gsp::RmBackend;
+use macuda_hw::rm::{MmuFaultEntry, SmErrorState};
+use macuda_submit::{LaneItem, LaunchRecord, SubmitError};
+use macuda_supervisor::{Host, HostError};
+use macuda_tests::fake_rm::{ArmedFault, GpuEvent};
+use macuda_tests::KernelWorld;
+use std::time::Duration;
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("cuda/fixtures/{name}")).expect("fixture")
+}
+
+struct VectorAdd {
+    kernel: macuda_submit::KernelId,
+    info: macuda_loader::FunctionInfo,
+}
+
+fn load_vector_add(host: &Host) -> VectorAdd {
+    let m = host
+        .call(|s| s.loader.load_module(fixture("vector_add.size.fatbin"), 90))
+        .unwrap();
+    let info = host
+        .call(|s| s.loader.function(m, "vector_add".into()))
+        .unwrap();
+    let kernel = host
+        .call(|s| s.submit.register_kernel(info.kernel_desc()))
+        .unwrap();
+    VectorAdd { kernel, info }
+}
+
+fn launch(v: &VectorAdd, a: u64, b: u64, c: u64, n: i32) -> LaunchRecord {
+    let params = v
+        .info
+        .marshal(&[
+            &a.to_le_bytes(),
+            &b.to_le_bytes(),
+            &c.to_le_bytes(),
+            &n.to_le_bytes(),
+        ])
+        .unwrap();
+    LaunchRecord {
+        kernel: v.kernel,
+        grid: [u32::try_from(n).unwrap().div_ceil(256), 1, 1],
+        block: [256, 1, 1],
+        dynamic_shared_bytes: 0,
+        params,
+    }
+}
+
+#[test]
+fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let line = host.device_line();
+    assert!(
+        line.contains("NVIDIA H200") && line.contains("GH100"),
+        "{line}"
+    );
+    assert!(line.contains("580.159.04"), "{line}");
+    assert_eq!(host.device().rm, RmBackend::KernelModule);
+    let ch = host.call(|s| s.submit.channels()).unwrap();
+    assert_eq!((ch.compute.class, ch.copy.class), (0xCBC0, 0xC8B5));
+    assert_eq!((ch.compute.token, ch.copy.token), (0xA, 0xB));
+
+    let v = load_vector_add(&host);
+    let modules = host.call(|s| s.loader.modules()).unwrap();
+    assert!(modules[0].resident, "uploaded through the BAR1 view");
+    // The code is in video memory, as the loader laid it out.
+    let code = host
+        .call(|s| s.memory.read_device(v.info.entry, 16))
+        .unwrap();
+    assert_ne!(
+        code,
+        vec![0u8; 16],
+        "the kernel's first instruction is there"
+    );
+
+    let n = 1000i32;
+    let bufs: Vec<_> = (0..3)
+        .map(|_| host.call(|s| s.memory.alloc_device(4 * 1024)).unwrap())
+        .collect();
+    assert!(bufs
+        .iter()
+        .all(|b| b.va % 256 == 0 && b.rm_handle.is_some()));
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let launches = 300usize;
+    for i in 0..launches {
+        let l = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, n - i as i32);
+        lane.launch(macuda_submit::lane_launch(stream, &l));
+    }
+    let reached = host.call(|s| s.submit.synchronize(stream)).unwrap();
+    assert_eq!(reached, 3, "300 launches in chains of 128: three releases");
+
+    let m = world.fake.0.lock();
+    let kernels: Vec<_> = m
+        .gpu_log
+        .iter()
+        .filter_map(|e| match e {
+            GpuEvent::Kernel {
+                program,
+                grid,
+                block,
+                bank0,
+                ..
+            } => Some((*program, *grid, *block, bank0.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kernels.len(), launches, "every launch ran, in chains");
+    let base = v.info.param_base as usize;
+    for (i, (program, grid, block, bank0)) in kernels.iter().enumerate() {
+        assert_eq!(*program, v.info.entry);
+        assert_eq!(*block, [256, 1, 1]);
+        let want = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, n - i as i32);
+        assert_eq!(*grid, want.grid, "launch {i}");
+        assert_eq!(
+            &bank0[base..base + want.params.len()],
+            &want.params[..],
+            "launch {i}: the parameters in bank 0, in order"
+        );
+        // blockDim.x where sm_90 code reads it.
+        assert_eq!(&bank0[0..4], &256u32.to_le_bytes());
+    }
+}
+
+#[test]
+fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let bytes = 3 << 20;
+    let src = host.call(|s| s.memory.alloc_host(bytes)).unwrap();
+    let back = host.call(|s| s.memory.alloc_host(bytes)).unwrap();
+    let d1 = host.call(|s| s.memory.alloc_device(bytes)).unwrap();
+    let d2 = host.call(|s| s.memory.alloc_device(bytes)).unwrap();
+    let pattern: Vec<u8> = (0..bytes as usize)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    src.view.as_ref().unwrap().write(0, &pattern).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let (s_va, b_va) = (src.va.unwrap(), back.va.unwrap());
+    for (from, to) in [(s_va, d1.va), (d1.va, d2.va)] {
+        lane.push(LaneItem::Copy {
+            stream,
+            src: from,
+            dst: to,
+            bytes,
+        });
+    }
+    // A fill over the middle of d2, then a pitched copy of 16 lines of
+    // 1000 bytes back out, and the rest 1-D.
+    lane.push(LaneItem::Fill {
+        stream,
+        dst: d2.va + 4096,
+        bytes: 4096,
+        value: 0xA5A5_5A5A,
+    });
+    lane.push(LaneItem::Copy2d {
+        stream,
+        src: d2.va,
+        src_pitch: 2048,
+        dst: b_va,
+        dst_pitch: 1024,
+        width: 1000,
+        height: 16,
+    });
+    lane.push(LaneItem::Copy {
+        stream,
+        src: d2.va + (1 << 20),
+        dst: b_va + (1 << 20),
+        bytes: 2 << 20,
+    });
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let mut got = vec![0u8; bytes as usize];
+    back.view.as_ref().unwrap().read(0, &mut got).unwrap();
+    let mut want = pattern.clone();
+    for w in want[4096..8192].chunks_mut(4) {
+        w.copy_from_slice(&0xA5A5_5A5Au32.to_le_bytes());
+    }
+    for line in 0..16 {
+        let (s, d) = (line * 2048, line * 1024);
+        assert_eq!(&got[d..d + 1000], &want[s..s + 1000], "pitched line {line}");
+    }
+    assert!(
+        got[1 << 20..] == want[1 << 20..],
+        "the 1-D copy after the fill"
+    );
+    host.call(|s| s.memory.free_host(s_va)).unwrap();
+    host.call(|s| s.memory.free_host(b_va)).unwrap();
+    let mstats = host.call(|s| s.memory.stats()).unwrap();
+    assert_eq!(
+        (mstats.host_allocs - 1, mstats.host_frees),
+        (2, 2),
+        "{mstats:?}"
+    );
+}
+
+#[test]
+fn a_kernel_with_a_stack_gets_local_memory_and_runs() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let v = load_vector_add(&host);
+    let mut desc = v.info.kernel_desc();
+    desc.local_bytes = 0x640;
+    let k = host.call(|s| s.submit.register_kernel(desc)).unwrap();
+    let buf = host.call(|s| s.memory.alloc_device(4096)).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let mut l = launch(&v, buf.va, buf.va, buf.va, 64);
+    l.kernel = k;
+    host.call(|s| s.submit.launch(stream, l)).unwrap();
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    assert_eq!(world.fake.0.lock().kernels().len(), 1, "SKED let it run");
+}
+
+#[test]
+fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channels_run_again() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let v = load_vector_add(&host);
+    let buf = host.call(|s| s.memory.alloc_device(4096)).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    world.fake.0.lock().armed = Some(ArmedFault {
+        xid: 31,
+        sm_errors: Vec::new(),
+        mmu_faults: vec![MmuFaultEntry {
+            fault_address: 0x7000_0000_1000,
+            fault_type: 2,
+            access_type: 0,
+        }],
+    });
+    host.call(|s| {
+        s.submit
+            .launch(stream, launch(&v, buf.va, buf.va, buf.va, 64))
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = host
+        .call(|s| s.submit.synchronize(stream))
+        .expect_err("the faulted launch never releases");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "reported, not timed out"
+    );
+    let HostError::Submit(SubmitError::ChannelFault(f)) = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(f.xid, 31);
+    assert!(f.mmu_fault);
+    assert_eq!(f.mmu_faults[0].address, 0x7000_0000_1000);
+    let text = f.to_string();
+    assert!(
+        text.contains("ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT")
+            && text.contains("PTE fault on a READ at 0x700000001000"),
+        "{text}"
+    );
+    // Sticky: the next sync says the same, and the Host stays up.
+    let again = host.call(|s| s.submit.synchronize(stream)).unwrap_err();
+    assert!(
+        matches!(again, HostError::Submit(SubmitError::ChannelFault(_))),
+        "{again:?}"
+    );
+    assert!(
+        host.outcome().is_none(),
+        "a GPU fault is not an actor failure"
+    );
+
+    let fresh = host.call(|s| s.submit.reopen_channels()).unwrap();
+    assert_ne!(fresh.compute.token, 0xA, "new channels, new tokens");
+    host.call(|s| {
+        s.submit
+            .launch(stream, launch(&v, buf.va, buf.va, buf.va, 64))
+    })
+    .unwrap();
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let m = world.fake.0.lock();
+    assert_eq!(m.kernels().len(), 1, "the fresh channel ran the launch");
+    assert_eq!(
+        m.groups.len(),
+        1,
+        "the faulted group was freed, the fresh one lives"
+    );
+    drop(m);
+
+    // An SM error rather than an MMU fault reads differently.
+    world.fake.0.lock().armed = Some(ArmedFault {
+        xid: 13,
+        sm_errors: vec![(
+            5,
+            SmErrorState {
+                hww_global_esr: 0x10,
+                hww_warp_esr: 0x1,
+                hww_warp_esr_pc64: 0x400,
+                ..SmErrorState::default()
+            },
+        )],
+        mmu_faults: Vec::new(),
+    });
+    host.call(|s| {
+        s.submit
+            .launch(stream, launch(&v, buf.va, buf.va, buf.va, 64))
+    })
+    .unwrap();
+    let err = host.call(|s| s.submit.synchronize(stream)).unwrap_err();
+    let HostError::Submit(SubmitError::ChannelFault(f)) = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!((f.xid, f.mmu_fault, f.sm_errors.len()), (13, false, 1));
+    assert!(
+        f.to_string()
+            .contains("no MMU fault; 1 SM(s) recorded an error (SM 5"),
+        "{f}"
+    );
+}
+
+#[test]
+fn the_demo_workload_runs_on_the_kernel_path() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let r = macuda_supervisor::workload::run(&host, Duration::ZERO).unwrap();
+    let text = r.steps.join("\n");
+    assert!(r.refusals.is_empty(), "{:?}", r.refusals);
+    assert!(text.contains("kernel module owns the function"), "{text}");
+    assert!(text.contains("2 of 2 synchronisations completed"), "{text}");
+    assert!(
+        text.contains("pinned host -> device -> device -> pinned host came back byte-exact"),
+        "{text}"
+    );
+    assert!(text.contains("2 resident"), "{text}");
+    // The fake GPU ran all 64 launches (it does not compute them).
+    assert_eq!(world.fake.0.lock().kernels().len(), 64);
+    let outcome = host.shutdown();
+    let steps: Vec<&str> = outcome.steps.iter().map(|s| s.action.as_str()).collect();
+    assert!(outcome.steps.iter().all(|s| s.ok), "{:?}", outcome.steps);
+    assert!(
+        !steps
+            .iter()
+            .any(|s| s.contains("bus mastering") || s.contains("function-level reset")),
+        "{steps:?}"
+    );
+    assert!(steps.contains(&"leave PCI config and reset to the kernel module"));
+    assert!(
+        world.fake.0.lock().objects.is_empty(),
+        "every RM object freed"
+    );
+}
