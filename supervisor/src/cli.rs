@@ -85,6 +85,15 @@ enum BenchWhat {
         #[arg(long, default_value_t = 1_000_000)]
         launches: u64,
     },
+    /// Empty-kernel launches on a real GPU (`--device kernel`), ours beside
+    /// NVIDIA's runtime (tests/device/launch_bench.cu, built with nvcc).
+    Gpu {
+        #[arg(long, default_value_t = 100_000)]
+        launches: u64,
+        /// The reference program built from tests/device/launch_bench.cu.
+        #[arg(long, value_name = "PATH")]
+        reference: Option<PathBuf>,
+    },
 }
 
 /// `ACTOR[.REQUEST]:ACTION:N`
@@ -186,6 +195,23 @@ pub fn run(
             }
             Err(e) => failed(e, out, err),
         },
+        Command::Bench {
+            what:
+                BenchWhat::Gpu {
+                    launches,
+                    reference,
+                },
+        } => {
+            let (spec, _) = cli.device.resolve();
+            let config = crate::gpu_bench::bench_config(spec);
+            match crate::gpu_bench::gpu_bench(config, launches.max(1), reference.as_deref()) {
+                Ok(b) => {
+                    let _ = writeln!(out, "{}", b.render());
+                    status::OK
+                }
+                Err(e) => failed(e, out, err),
+            }
+        }
     }
 }
 

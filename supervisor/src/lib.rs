@@ -3,11 +3,14 @@
 //! top-down, and enforces the recovery contract on any actor failure, missed
 //! deadline, Ctrl-C or normal exit: bus mastering cleared through a fresh
 //! transport, a function-level reset after failures, GSP firmware never
-//! unloaded, and a crash report written. It also holds the `macuda` CLI.
+//! unloaded, and a crash report written (on the kernel-module path, where
+//! the module owns the PCI function: our channels stopped and our RM client
+//! freed instead, PCI never touched). It also holds the `macuda` CLI.
 //! It may call every actor crate; only `abi` calls it.
 
 pub mod bench;
 pub mod cli;
+pub mod gpu_bench;
 mod host;
 mod monitor;
 pub mod report;

@@ -5,10 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=target/device
 mkdir -p "$out"
+target=${CARGO_TARGET_DIR:-target}
 cargo build --release -p macuda-supervisor --bin macuda
-cp "${CARGO_TARGET_DIR:-target}/release/macuda" "$out/"
+cargo build --release -p macuda-tests --bin capture-cuda
+cp "$target/release/macuda" "$target/release/capture-cuda" "$out/"
 # The test binaries that need a GPU, by name.
-for t in kernel_rm; do
+for t in gpu kernel_rm; do
   cargo test --release -p macuda-tests --test "$t" --no-run --message-format=json \
     | python3 -c '
 import json, sys

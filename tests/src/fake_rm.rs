@@ -1150,6 +1150,18 @@ impl FakeNode {
                     }
                 }
             ),
+            uvm::UNREGISTER_CHANNEL => command!(
+                uvm::UnregisterChannel,
+                |r: &mut uvm::UnregisterChannel, m: &mut FakeModule| {
+                    match m.uvm_channels.iter().position(|c| *c == r.h_channel) {
+                        Some(i) if r.uuid == m.uuid => {
+                            m.uvm_channels.remove(i);
+                            0
+                        }
+                        _ => INVALID_ARGUMENT,
+                    }
+                }
+            ),
             _ => Err(errno(nix::libc::ENOTTY)),
         }
     }

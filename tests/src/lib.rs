@@ -3,9 +3,11 @@
 //! own record; and a Host on a fake of NVIDIA's kernel module, whose object
 //! tree and GPU the test can read back the same way.
 
+pub mod capture;
 pub mod engines;
 pub mod fake_rm;
 pub mod fake_tinygpu;
+pub mod ioctl_hook;
 
 use macuda_pci::{CardEvent, NullCard, NullOpener, NullProfile, Opener};
 use macuda_supervisor::{Host, HostConfig};

@@ -350,3 +350,52 @@ fn the_demo_workload_runs_on_the_kernel_path() {
         "every RM object freed"
     );
 }
+
+#[test]
+fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference() {
+    let world = KernelWorld::new(Duration::from_secs(30));
+    let mut config = macuda_supervisor::gpu_bench::bench_config(world.config.device.clone());
+    config.opener = world.config.opener.clone();
+    config.rm_driver = world.config.rm_driver.clone();
+    config.report_dir = world.reports.path().to_path_buf();
+    let b = macuda_supervisor::gpu_bench::gpu_bench(config, 3000, None).unwrap();
+    assert!(b.ours_ns > 0.0 && b.ours_caller_ns > 0.0, "{b:?}");
+    assert!(b.cuda_loop_ns.is_none());
+    let text = b.render();
+    assert!(text.contains("gpu-launch: ours_ns="), "{text}");
+    assert!(text.contains("no reference program given"), "{text}");
+    // The fake ran warm-up and timed launches alike.
+    assert_eq!(world.fake.0.lock().kernels().len(), 5000);
+    // A reference that is not there is named, not a crash.
+    let missing = std::path::Path::new("/nonexistent/launch_bench");
+    let mut config = macuda_supervisor::gpu_bench::bench_config(world.config.device.clone());
+    config.opener = world.config.opener.clone();
+    config.rm_driver = world.config.rm_driver.clone();
+    config.report_dir = world.reports.path().to_path_buf();
+    let b = macuda_supervisor::gpu_bench::gpu_bench(config, 10, Some(missing)).unwrap();
+    assert!(
+        b.reference_note
+            .as_deref()
+            .unwrap_or("")
+            .contains("cannot run"),
+        "{b:?}"
+    );
+}
+
+#[test]
+fn the_device_script_injects_into_the_middle_of_the_demo() {
+    // tests/device/run.sh injects at submit's 40th request: on this path
+    // that lands inside the workload, neither in boot nor after it.
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let before = host.snapshots();
+    macuda_supervisor::workload::run(&host, Duration::ZERO).unwrap();
+    let after = host.snapshots();
+    let submit =
+        |s: &[macuda_core::ActorSnapshot]| s.iter().find(|a| a.name == "submit").unwrap().handled;
+    let (boot, end) = (submit(&before), submit(&after));
+    assert!(
+        boot < 40 && 40 < end,
+        "submit handles {boot} requests in boot, {end} by the end"
+    );
+}

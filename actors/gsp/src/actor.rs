@@ -227,7 +227,10 @@ actor_protocol! {
     Doorbell => fn doorbell() -> Doorbell;
     /// What RM reported against our channels: `None` while they are
     /// healthy; the Xid, SM error states and MMU faults after an error.
-    ChannelFault => fn channel_fault() -> Option<ChannelFault>;
+    /// With `deep`, the debugger is asked even when the error notifier is
+    /// empty (a wait that timed out wants to know of a fault RM did not
+    /// notify).
+    ChannelFault => fn channel_fault(deep: bool) -> Option<ChannelFault>;
     /// The supervisor's handle to our RM objects, on the kernel path.
     Teardown => fn teardown() -> Option<RmTeardown>;
 }
@@ -366,7 +369,18 @@ impl GspActor {
         let identity = rm.identify()?;
         let space = rm.va_space()?;
         let usermode = Arc::new(rm.usermode()?);
-        let gr = rm.gr_facts()?;
+        // The engine's shape only sizes shader local memory: without it, a
+        // shape no chip exceeds keeps every launch covered.
+        let gr = rm.gr_facts().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "GR_GET_INFO refused; sizing local memory for the largest engine");
+            GrFacts {
+                gpcs: NULL_GR_SHAPE.gpcs,
+                tpcs_per_gpc: NULL_GR_SHAPE.tpcs_per_gpc,
+                sms_per_tpc: NULL_GR_SHAPE.sms_per_tpc,
+                max_warps_per_sm: NULL_GR_SHAPE.max_warps_per_sm,
+                sm_version: 0,
+            }
+        });
         let chip = ChipIdentity {
             boot_0: 0,
             boot_42: 0,
@@ -627,10 +641,26 @@ impl GspService for GspActor {
         let k = self.kernel()?;
         let ch = k.channels.take().ok_or(GspError::NoChannels)?;
         k.rm.untrack_group(ch.group.handle);
+        // The order RM's teardown wants: off the scheduler, out of UVM,
+        // then freed (the group frees its channels and engine objects). A
+        // group RM already removed may refuse the first steps; the free is
+        // what matters.
+        if let Err(e) = k.rm.unschedule(&ch.group) {
+            tracing::debug!(error = %e, "unscheduling a channel group");
+        }
+        for c in [ch.copy.channel, ch.compute.channel] {
+            if let Err(e) = k.rm.unregister_channel(&k.space, c) {
+                tracing::debug!(error = %e, channel = c, "unregistering a channel");
+            }
+        }
         if let Some(d) = ch.debugger {
             let _ = k.rm.free(k.rm.device(), d);
         }
-        k.rm.free(k.rm.device(), ch.group.handle)?;
+        // A group RM will not free stays with the client (freed with it at
+        // the end); fresh channels do not need it gone.
+        if let Err(e) = k.rm.free(k.rm.device(), ch.group.handle) {
+            tracing::warn!(error = %e, group = ch.group.handle, "freeing a removed channel group");
+        }
         Ok(())
     }
 
@@ -642,20 +672,26 @@ impl GspService for GspActor {
         }
     }
 
-    fn channel_fault(&mut self) -> Result<Option<ChannelFault>, GspError> {
+    fn channel_fault(&mut self, deep: bool) -> Result<Option<ChannelFault>, GspError> {
         let Backend::Kernel(k) = &mut self.backend else {
             return Ok(None);
         };
         let Some(ch) = &k.channels else {
             return Ok(None);
         };
-        let Some(err) = ch.group.error() else {
+        let notified = ch.group.error();
+        if notified.is_none() && !deep {
             return Ok(None);
-        };
+        }
+        let (xid, engine) = notified.map_or((0, 0), |e| (e.xid, e.engine));
         let mut fault = ChannelFault {
-            xid: err.xid,
-            xid_name: macuda_hw::rm::xid_name(err.xid).to_string(),
-            engine: err.engine,
+            xid,
+            xid_name: if notified.is_some() {
+                macuda_hw::rm::xid_name(xid).to_string()
+            } else {
+                "none in the error notifier".to_string()
+            },
+            engine,
             debugger: None,
             sm_errors: Vec::new(),
             mmu_fault: false,
@@ -674,6 +710,10 @@ impl GspService for GspActor {
             }
             Some(Err(e)) => fault.debugger = Some(format!("refused: {e}")),
             None => fault.debugger = None,
+        }
+        // Without a notified error, only a fault the debugger saw counts.
+        if notified.is_none() && !fault.mmu_fault && fault.sm_errors.is_empty() {
+            return Ok(None);
         }
         Ok(Some(fault))
     }

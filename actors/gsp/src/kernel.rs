@@ -1129,6 +1129,39 @@ impl KernelRm {
         })
     }
 
+    /// Tell UVM a channel is going: it resets the channel and unmaps its
+    /// context buffers (what must come before the channel is freed).
+    ///
+    /// # Errors
+    /// UVM refusing.
+    pub fn unregister_channel(
+        &self,
+        space: &GpuVaSpace,
+        channel: u32,
+    ) -> Result<(), KernelRmError> {
+        let mut p = [uvm::UnregisterChannel {
+            uuid: space.uuid,
+            h_client: self.client,
+            h_channel: channel,
+            ..uvm::UnregisterChannel::default()
+        }];
+        raw_ioctl(
+            space.uvm.as_ref(),
+            uvm::UNREGISTER_CHANNEL,
+            &mut p,
+            "UVM_UNREGISTER_CHANNEL",
+        )?;
+        check(p[0].status, "unregistering a channel from UVM")
+    }
+
+    /// Take the group's channels off the scheduler.
+    ///
+    /// # Errors
+    /// RM refusing.
+    pub fn unschedule(&self, group: &ChannelGroup) -> Result<(), KernelRmError> {
+        schedule_raw(self.ctl.as_ref(), self.client, group.handle, false)
+    }
+
     /// Let the group's channels run.
     ///
     /// # Errors

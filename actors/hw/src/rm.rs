@@ -503,6 +503,18 @@ pub mod uvm {
     pub const FREE: u64 = 34;
     pub const CREATE_EXTERNAL_RANGE: u64 = 73;
     pub const REGISTER_CHANNEL: u64 = 27;
+    pub const UNREGISTER_CHANNEL: u64 = 28;
+
+    /// `UVM_UNREGISTER_CHANNEL_PARAMS`: the channel is reset and its
+    /// context buffers unmapped.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct UnregisterChannel {
+        pub uuid: [u8; 16],
+        pub h_client: u32,
+        pub h_channel: u32,
+        pub status: u32,
+    }
 
     #[repr(C)]
     #[derive(Debug, Clone, Copy, Default)]

@@ -680,6 +680,17 @@ fn channel_structures_match_the_oracle_and_reference() {
             ("rmStatus", offset_of!(uvm::RegisterChannel, status)),
         ],
     );
+    pin(
+        &r["UVM_UNREGISTER_CHANNEL_PARAMS"],
+        "uvm_unregister_channel",
+        size_of::<uvm::UnregisterChannel>(),
+        &[
+            ("gpuUuid", offset_of!(uvm::UnregisterChannel, uuid)),
+            ("hClient", offset_of!(uvm::UnregisterChannel, h_client)),
+            ("hChannel", offset_of!(uvm::UnregisterChannel, h_channel)),
+            ("rmStatus", offset_of!(uvm::UnregisterChannel, status)),
+        ],
+    );
     let numbers: &[(&str, u64)] = &[
         (
             "KEPLER_CHANNEL_GROUP_A",
@@ -715,6 +726,7 @@ fn channel_structures_match_the_oracle_and_reference() {
             u64::from(rm::CTXSHARE_SUBCONTEXT_ASYNC),
         ),
         ("UVM_REGISTER_CHANNEL", uvm::REGISTER_CHANNEL),
+        ("UVM_UNREGISTER_CHANNEL", uvm::UNREGISTER_CHANNEL),
     ];
     for (name, ours) in numbers {
         assert_eq!(c[name].as_u64(), Some(*ours), "{name}");

@@ -97,6 +97,16 @@ impl FunctionInfo {
     }
 }
 
+/// A device variable of a loaded module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalInfo {
+    pub module: ModuleId,
+    pub name: String,
+    /// Its GPU address.
+    pub address: u64,
+    pub bytes: u64,
+}
+
 /// One loaded module, for listings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleInfo {
@@ -134,6 +144,9 @@ actor_protocol! {
     /// capability `sm` (major*10 + minor).
     LoadModule => fn load_module(image: Vec<u8>, sm: u32) -> ModuleId;
     Function => fn function(module: ModuleId, name: String) -> FunctionInfo;
+    /// Where a module's device variable (`__device__`, `__constant__`)
+    /// lives on the GPU.
+    Global => fn global(module: ModuleId, name: String) -> GlobalInfo;
     Unload => fn unload(module: ModuleId) -> ();
     Modules => fn modules() -> Vec<ModuleInfo>;
     Stats => fn stats() -> LoaderStats;
@@ -300,6 +313,38 @@ impl LoaderService for LoaderActor {
             cbank0_bytes: cbank0_bytes(k, &area),
             banks: bank_bindings(c, &m.prepared.layout, m.bases, k),
             cooperative: k.cooperative,
+        })
+    }
+
+    fn global(&mut self, module: ModuleId, name: String) -> Result<GlobalInfo, LoaderError> {
+        let m = self
+            .modules
+            .get(&module)
+            .ok_or(LoaderError::NoSuchModule(module))?;
+        let c = &m.prepared.cubin;
+        let g =
+            c.globals
+                .iter()
+                .find(|g| g.name == name)
+                .ok_or_else(|| LoaderError::NoSuchGlobal {
+                    module,
+                    name: name.clone(),
+                    available: c.globals.len(),
+                })?;
+        let base = m
+            .prepared
+            .layout
+            .address(g.section, m.bases)
+            .ok_or_else(|| LoaderError::NoSuchGlobal {
+                module,
+                name: name.clone(),
+                available: c.globals.len(),
+            })?;
+        Ok(GlobalInfo {
+            module,
+            name,
+            address: base + g.offset,
+            bytes: g.bytes,
         })
     }
 

@@ -25,6 +25,12 @@ pub enum LoaderError {
         name: String,
         available: usize,
     },
+    #[error("module {module:?} has no device variable `{name}` (it has {available})")]
+    NoSuchGlobal {
+        module: ModuleId,
+        name: String,
+        available: usize,
+    },
     #[error("could not start the loader actor thread")]
     Spawn(#[source] std::io::Error),
 }
@@ -39,7 +45,8 @@ impl ActorFault for LoaderError {
             LoaderError::Module(_)
             | LoaderError::Image(_)
             | LoaderError::NoSuchModule(_)
-            | LoaderError::NoSuchFunction { .. } => Severity::Recoverable,
+            | LoaderError::NoSuchFunction { .. }
+            | LoaderError::NoSuchGlobal { .. } => Severity::Recoverable,
             LoaderError::Spawn(_) => Severity::Fatal,
         }
     }

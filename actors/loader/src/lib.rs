@@ -18,7 +18,7 @@ pub mod inspect;
 pub mod module;
 
 pub use actor::{
-    spawn, FunctionInfo, LoaderHandle, LoaderRequest, LoaderService, LoaderStats, ModuleId,
-    ModuleInfo,
+    spawn, FunctionInfo, GlobalInfo, LoaderHandle, LoaderRequest, LoaderService, LoaderStats,
+    ModuleId, ModuleInfo,
 };
 pub use error::LoaderError;

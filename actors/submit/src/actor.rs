@@ -779,7 +779,7 @@ impl SubmitActor {
         let mut next_check = FAULT_CHECK_FIRST;
         loop {
             if started.elapsed() >= next_check {
-                self.check_fault()?;
+                self.check_fault(false)?;
                 next_check = started.elapsed() + FAULT_CHECK_EVERY;
             }
             let done = self.completed(kind)?;
@@ -797,7 +797,7 @@ impl SubmitActor {
                 return q.ring.update_get(get).map_err(SubmitError::Ring);
             }
             if started.elapsed() > self.config.sync_timeout {
-                self.check_fault()?;
+                self.check_fault(true)?;
                 let q = match kind {
                     QueueKind::Compute => &self.compute,
                     QueueKind::Copy => &self.copy,
@@ -865,11 +865,11 @@ impl SubmitActor {
 
     /// What RM reported against the channels, latched: once faulted, the
     /// queues stay stopped until they are reopened.
-    fn check_fault(&mut self) -> Result<(), SubmitError> {
+    fn check_fault(&mut self, deep: bool) -> Result<(), SubmitError> {
         if let Some(f) = &self.fault {
             return Err(SubmitError::ChannelFault(f.clone()));
         }
-        match self.gsp.channel_fault() {
+        match self.gsp.channel_fault(deep) {
             Ok(Some(f)) => {
                 tracing::error!(fault = %f, "RM reported a channel fault");
                 let f = Box::new(f);
@@ -901,11 +901,11 @@ impl SubmitActor {
                 return Ok(done);
             }
             if started.elapsed() >= next_check {
-                self.check_fault()?;
+                self.check_fault(false)?;
                 next_check = started.elapsed() + FAULT_CHECK_EVERY;
             }
             if started.elapsed() > self.config.sync_timeout {
-                self.check_fault()?;
+                self.check_fault(true)?;
                 return Err(SubmitError::Stuck {
                     queue: match kind {
                         QueueKind::Compute => self.compute.name,

@@ -55,6 +55,28 @@ impl PushBuffer {
         Ok(())
     }
 
+    /// Data words all sent to one method (an inline-data stream such as
+    /// LOAD_INLINE_DATA after an I2M LAUNCH_DMA).
+    ///
+    /// # Errors
+    /// An offset or count the header cannot hold.
+    pub fn inline_data(
+        &mut self,
+        subchannel: u8,
+        method: u32,
+        data: &[u32],
+    ) -> Result<(), FormatError> {
+        let count = u16::try_from(data.len()).map_err(|_| FormatError::TooWide {
+            field: macuda_hw::push::FieldName::plain("COUNT"),
+            value: data.len() as u64,
+            bits: 13,
+        })?;
+        let h = MethodHeader::non_incrementing(subchannel, method, count)?;
+        self.words.push(h.encode());
+        self.words.extend_from_slice(data);
+        Ok(())
+    }
+
     /// One method, immediate when the value fits the header.
     ///
     /// # Errors
