@@ -93,6 +93,9 @@ enum BenchWhat {
         /// The reference program built from tests/device/launch_bench.cu.
         #[arg(long, value_name = "PATH")]
         reference: Option<PathBuf>,
+        /// Also time each chain tuning, each checked on a dependent chain.
+        #[arg(long)]
+        variants: bool,
     },
 }
 
@@ -200,11 +203,17 @@ pub fn run(
                 BenchWhat::Gpu {
                     launches,
                     reference,
+                    variants,
                 },
         } => {
             let (spec, _) = cli.device.resolve();
             let config = crate::gpu_bench::bench_config(spec);
-            match crate::gpu_bench::gpu_bench(config, launches.max(1), reference.as_deref()) {
+            match crate::gpu_bench::gpu_bench(
+                config,
+                launches.max(1),
+                reference.as_deref(),
+                variants,
+            ) {
                 Ok(b) => {
                     let _ = writeln!(out, "{}", b.render());
                     status::OK

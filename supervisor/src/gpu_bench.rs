@@ -7,12 +7,18 @@
 
 use crate::host::{Host, HostConfig, HostError};
 use macuda_pci::DeviceSpec;
-use macuda_submit::{lane_launch, LaunchRecord, SubmitConfig};
+use macuda_submit::{lane_launch, ChainLink, ChainTuning, GridMembar, LaunchRecord, SubmitConfig};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The empty kernel, compiled by nvcc from tests/cuda/empty.cu.
 const EMPTY_FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/empty.size.fatbin");
+/// vector_add, for the check that a chain tuning keeps dependent launches
+/// in order.
+const VECTOR_ADD_FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/vector_add.size.fatbin");
+/// Floats the order check adds over, and the launches it chains.
+const CHECK_FLOATS: usize = 1 << 16;
+const CHECK_CHAIN: usize = 128;
 /// Launches run before timing, so chains, caches and clocks are warm.
 const WARM_LAUNCHES: u64 = 2_000;
 /// What every launch is: one block of one warp, as the reference's are.
@@ -29,6 +35,9 @@ pub struct GpuBench {
     pub cuda_graph_ns: Option<f64>,
     /// Why there is no reference figure, when there is none.
     pub reference_note: Option<String>,
+    /// Each chain tuning tried: its figure, and whether a chain of
+    /// dependent launches came out right under it.
+    pub variants: Vec<(ChainTuning, f64, bool)>,
 }
 
 impl GpuBench {
@@ -54,6 +63,14 @@ impl GpuBench {
         }
         if let Some(n) = &self.reference_note {
             s += &format!("cuda:  {n}\n");
+        }
+        for (t, ns, right) in &self.variants {
+            s += &format!(
+                "variant {:?} / {:?}: {ns:.0} ns a launch; a {CHECK_CHAIN}-launch dependent chain {}\n",
+                t.link,
+                t.membar,
+                if *right { "matched the CPU" } else { "DID NOT match the CPU" }
+            );
         }
         s += &format!(
             "gpu-launch: ours_ns={:.1} cuda_loop_ns={} cuda_graph_ns={} ratio_vs_loop={} ratio_vs_graph={}",
@@ -120,45 +137,26 @@ pub fn gpu_bench(
     config: HostConfig,
     launches: u64,
     reference_program: Option<&Path>,
+    with_variants: bool,
 ) -> Result<GpuBench, HostError> {
     let mut bench = GpuBench {
         launches,
         ..GpuBench::default()
     };
-    {
-        let host = Host::start(config)?;
-        let sm = host.device().chip.chip.compute_capability().unwrap_or(90);
-        let m = host.call(|s| s.loader.load_module(EMPTY_FATBIN.to_vec(), sm))?;
-        let f = host.call(|s| s.loader.function(m, "empty".into()))?;
-        let kernel = host.call(|s| s.submit.register_kernel(f.kernel_desc()))?;
-        let stream = host.call(|s| s.submit.create_stream())?;
-        let lane = host.call(|s| s.submit.lane())?;
-        let record = lane_launch(
-            stream,
-            &LaunchRecord {
-                kernel,
-                grid: [1, 1, 1],
-                block: BLOCK,
-                dynamic_shared_bytes: 0,
-                params: Vec::new(),
-            },
-        );
-        for _ in 0..WARM_LAUNCHES {
-            lane.launch(record.clone());
+    let (ns, caller) = time_empty_launches(config.clone(), launches)?;
+    bench.ours_ns = ns;
+    bench.ours_caller_ns = caller;
+    if with_variants {
+        for link in [ChainLink::InvalidateCopySchedule, ChainLink::Schedule] {
+            for membar in [GridMembar::System, GridMembar::Gpu] {
+                let tuning = ChainTuning { link, membar };
+                let mut c = config.clone();
+                c.submit.chain = tuning;
+                let right = dependent_chain_is_right(c.clone())?;
+                let (ns, _) = time_empty_launches(c, launches)?;
+                bench.variants.push((tuning, ns, right));
+            }
         }
-        host.call(|s| s.submit.synchronize(stream))?;
-        let records: Vec<_> = (0..launches).map(|_| record.clone()).collect();
-        let started = Instant::now();
-        for r in records {
-            lane.launch(r);
-        }
-        let pushed = started.elapsed();
-        host.call(|s| s.submit.synchronize(stream))?;
-        let total = started.elapsed();
-        // CAST: nanoseconds of a run of seconds fit f64 exactly enough.
-        bench.ours_ns = total.as_nanos() as f64 / launches as f64;
-        bench.ours_caller_ns = pushed.as_nanos() as f64 / launches as f64;
-        drop(host.shutdown());
     }
     match reference_program {
         Some(p) => match reference(p, launches) {
@@ -173,4 +171,102 @@ pub fn gpu_bench(
         }
     }
     Ok(bench)
+}
+
+/// `launches` empty launches through the lane after a warm-up: wall ns a
+/// launch from the first push to the end of the sync, and the caller's ns
+/// a push.
+fn time_empty_launches(config: HostConfig, launches: u64) -> Result<(f64, f64), HostError> {
+    let host = Host::start(config)?;
+    let sm = host.device().chip.chip.compute_capability().unwrap_or(90);
+    let m = host.call(|s| s.loader.load_module(EMPTY_FATBIN.to_vec(), sm))?;
+    let f = host.call(|s| s.loader.function(m, "empty".into()))?;
+    let kernel = host.call(|s| s.submit.register_kernel(f.kernel_desc()))?;
+    let stream = host.call(|s| s.submit.create_stream())?;
+    let lane = host.call(|s| s.submit.lane())?;
+    let record = lane_launch(
+        stream,
+        &LaunchRecord {
+            kernel,
+            grid: [1, 1, 1],
+            block: BLOCK,
+            dynamic_shared_bytes: 0,
+            params: Vec::new(),
+        },
+    );
+    for _ in 0..WARM_LAUNCHES {
+        lane.launch(record.clone());
+    }
+    host.call(|s| s.submit.synchronize(stream))?;
+    let records: Vec<_> = (0..launches).map(|_| record.clone()).collect();
+    let started = Instant::now();
+    for r in records {
+        lane.launch(r);
+    }
+    let pushed = started.elapsed();
+    host.call(|s| s.submit.synchronize(stream))?;
+    let total = started.elapsed();
+    drop(host.shutdown());
+    // CAST: nanoseconds of a run of seconds fit f64 exactly enough.
+    Ok((
+        total.as_nanos() as f64 / launches as f64,
+        pushed.as_nanos() as f64 / launches as f64,
+    ))
+}
+
+/// A chain of dependent launches (c = a + b, then c += b again and again)
+/// under the Host's chain tuning, checked against the CPU: a tuning that
+/// lets a launch start before the one it reads from finished fails it.
+fn dependent_chain_is_right(config: HostConfig) -> Result<bool, HostError> {
+    let host = Host::start(config)?;
+    let sm = host.device().chip.chip.compute_capability().unwrap_or(90);
+    let m = host.call(|s| s.loader.load_module(VECTOR_ADD_FATBIN.to_vec(), sm))?;
+    let f = host.call(|s| s.loader.function(m, "vector_add".into()))?;
+    let kernel = host.call(|s| s.submit.register_kernel(f.kernel_desc()))?;
+    let stream = host.call(|s| s.submit.create_stream())?;
+    let bytes = (CHECK_FLOATS * 4) as u64;
+    let a = host.call(|s| s.memory.alloc_device(bytes))?;
+    let b = host.call(|s| s.memory.alloc_device(bytes))?;
+    let c = host.call(|s| s.memory.alloc_device(bytes))?;
+    let av: Vec<f32> = (0..CHECK_FLOATS).map(|i| (i % 1024) as f32).collect();
+    let bv: Vec<f32> = (0..CHECK_FLOATS).map(|i| 0.5 * (i % 3) as f32).collect();
+    let bytes_of = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    host.call(|s| s.memory.write_device(a.va, bytes_of(&av)))?;
+    host.call(|s| s.memory.write_device(b.va, bytes_of(&bv)))?;
+    // CAST: 2^16 fits.
+    let n = (CHECK_FLOATS as i32).to_le_bytes();
+    for i in 0..CHECK_CHAIN {
+        let src = if i == 0 { a.va } else { c.va };
+        let params = f
+            .marshal(&[
+                &src.to_le_bytes(),
+                &b.va.to_le_bytes(),
+                &c.va.to_le_bytes(),
+                &n,
+            ])
+            .map_err(|e| HostError::Loader(macuda_loader::LoaderError::Image(e)))?;
+        host.call(|s| {
+            s.submit.launch(
+                stream,
+                LaunchRecord {
+                    kernel,
+                    grid: [(CHECK_FLOATS / 256) as u32, 1, 1],
+                    block: [256, 1, 1],
+                    dynamic_shared_bytes: 0,
+                    params,
+                },
+            )
+        })?;
+    }
+    host.call(|s| s.submit.synchronize(stream))?;
+    let out = host.call(|s| s.memory.read_device(c.va, bytes))?;
+    let right = out.chunks_exact(4).enumerate().all(|(i, w)| {
+        let mut want = av[i] + bv[i];
+        for _ in 1..CHECK_CHAIN {
+            want += bv[i];
+        }
+        f32::from_le_bytes([w[0], w[1], w[2], w[3]]) == want
+    });
+    drop(host.shutdown());
+    Ok(right)
 }

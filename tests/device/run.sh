@@ -69,7 +69,7 @@ else
   fail=$((fail + 1)); results+=("FAILED  no nvcc for the reference benchmark")
 fi
 step "macuda bench gpu (ours vs cudaLaunchKernel and CUDA graphs)" 0 240 \
-  sh -c "'$bin/macuda' --device kernel bench gpu --launches 200000 --reference '$ref' | tee '$out/bench-gpu.txt'"
+  sh -c "'$bin/macuda' --device kernel bench gpu --launches 200000 --variants --reference '$ref' | tee '$out/bench-gpu.txt'"
 
 # What the kernel log said about our faults (Xids), for the record.
 dmesg 2>/dev/null | grep -i -E "xid|nvrm" | tail -40 > "$out/kernel-log.txt"

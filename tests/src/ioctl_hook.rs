@@ -23,16 +23,17 @@ pub struct IoctlRecord {
 static RECORDS: Mutex<Vec<IoctlRecord>> = Mutex::new(Vec::new());
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// The RM escapes whose argument holds a parameter pointer, and where:
-/// (escape number, argument size, pointer offset, size offset).
-const POINTER_PARAMS: &[(u64, usize, usize, usize)] = &[
-    // NVOS21 (RM_ALLOC, 32 bytes): pAllocParms +16, paramsSize +24.
-    (0x2B, 32, 16, 24),
-    // NVOS64 (RM_ALLOC, 48 bytes): pAllocParms +16, paramsSize +32.
-    (0x2B, 48, 16, 32),
-    // NVOS54 (RM_CONTROL, 32 bytes): params +16, paramsSize +24.
-    (0x2A, 32, 16, 24),
-];
+/// Where an RM escape's argument holds its parameter pointer and size:
+/// RM_ALLOC as NVOS21 (32 bytes: pAllocParms +16, paramsSize +24) or the
+/// longer NVOS64 (pAllocParms +16, pRightsRequested +24, paramsSize +32);
+/// RM_CONTROL as NVOS54 (32 bytes: params +16, paramsSize +24).
+fn pointer_params(nr: u64, size: usize) -> Option<(usize, usize)> {
+    match (nr, size) {
+        (0x2B | 0x2A, 32) => Some((16, 24)),
+        (0x2B, s) if s >= 40 => Some((16, 32)),
+        _ => None,
+    }
+}
 /// Parameter blocks larger than this are not kept.
 const MAX_PARAMS: usize = 64 << 10;
 
@@ -57,10 +58,7 @@ extern "C" fn hooked_ioctl(fd: i32, request: u64, arg: *mut u8) -> i32 {
         // SAFETY: an RM escape's argument is `size` bytes the caller owns.
         rec.arg = unsafe { std::slice::from_raw_parts(arg, size) }.to_vec();
         let nr = request & 0xFF;
-        if let Some(&(_, _, p_at, n_at)) = POINTER_PARAMS
-            .iter()
-            .find(|(n, s, _, _)| *n == nr && *s == size)
-        {
+        if let Some((p_at, n_at)) = pointer_params(nr, size) {
             let ptr = u64::from_le_bytes(rec.arg[p_at..p_at + 8].try_into().unwrap_or([0; 8]));
             let len = u32::from_le_bytes(rec.arg[n_at..n_at + 4].try_into().unwrap_or([0; 4]));
             let len = len as usize;

@@ -358,7 +358,7 @@ fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference()
     config.opener = world.config.opener.clone();
     config.rm_driver = world.config.rm_driver.clone();
     config.report_dir = world.reports.path().to_path_buf();
-    let b = macuda_supervisor::gpu_bench::gpu_bench(config, 3000, None).unwrap();
+    let b = macuda_supervisor::gpu_bench::gpu_bench(config, 3000, None, false).unwrap();
     assert!(b.ours_ns > 0.0 && b.ours_caller_ns > 0.0, "{b:?}");
     assert!(b.cuda_loop_ns.is_none());
     let text = b.render();
@@ -372,7 +372,7 @@ fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference()
     config.opener = world.config.opener.clone();
     config.rm_driver = world.config.rm_driver.clone();
     config.report_dir = world.reports.path().to_path_buf();
-    let b = macuda_supervisor::gpu_bench::gpu_bench(config, 10, Some(missing)).unwrap();
+    let b = macuda_supervisor::gpu_bench::gpu_bench(config, 10, Some(missing), false).unwrap();
     assert!(
         b.reference_note
             .as_deref()

@@ -71,6 +71,14 @@ pub const BLACKWELL: DriverArea = DriverArea {
 /// The initial stack pointer CUDA and tinygrad both use: the top of a 16 MiB
 /// per-thread local window less 0x240 bytes the ABI keeps above the stack.
 pub const STACK_TOP: u32 = 0x00FF_FDC0;
+/// A thread's local address window: 16 MiB, the stack at its top.
+pub const LOCAL_WINDOW_BYTES: u32 = 1 << 24;
+/// What the ABI keeps between the stack's top and the window's: the QMD's
+/// SHADER_LOCAL_MEMORY_HIGH_SIZE, which covers the window from its top
+/// down, must reach past these bytes and then the whole stack (on the H200
+/// a launch covering only the stack faulted: "Out Of Range Address" at
+/// stack addresses).
+pub const ABOVE_STACK_BYTES: u32 = LOCAL_WINDOW_BYTES - STACK_TOP;
 
 /// Bank addresses are stored `>> 6` in QMD V04/V05 and sizes `>> 4`.
 pub const BANK_ADDRESS_ALIGN: u64 = 64;

@@ -1,7 +1,7 @@
 use crate::arena::{ArenaError, DescriptorArena, MirrorStore};
 use crate::encode::{
-    qmd_bytes, Bank0Slot, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape, CBANK0_ALIGN,
-    QMD_ALIGN,
+    qmd_bytes, Bank0Slot, ChainTuning, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape,
+    CBANK0_ALIGN, QMD_ALIGN,
 };
 use crate::error::SubmitError;
 use crate::lane::{EventId, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock};
@@ -88,6 +88,8 @@ pub struct SubmitConfig {
     pub sync_timeout: Duration,
     /// Entries of each GPFIFO ring (a power of two).
     pub gpfifo_entries: u32,
+    /// How a chain's launches hand over to each other.
+    pub chain: ChainTuning,
 }
 
 impl Default for SubmitConfig {
@@ -99,6 +101,7 @@ impl Default for SubmitConfig {
             descriptor_bytes: 8 << 20,
             sync_timeout: Duration::from_secs(10),
             gpfifo_entries: 1024,
+            chain: ChainTuning::default(),
         }
     }
 }
@@ -975,7 +978,7 @@ impl SubmitService for SubmitActor {
                     reason: "too many kernels",
                 })?,
             );
-        let local = kernel.local_bytes;
+        let local = self.format.local_bytes_per_thread(&kernel);
         let template = self.format.template(kernel).map_err(SubmitError::Format)?;
         // A kernel with a stack needs the channel's local memory to cover
         // it, or SKED removes the channel (Xid 13) at its first launch.
@@ -1351,7 +1354,8 @@ pub fn spawn(
     memory: MemoryHandle,
     gsp: GspHandle,
 ) -> Result<(SubmitHandle, ActorJoin), SubmitError> {
-    let format = DeviceFormat::for_sm(sm).ok_or(SubmitError::UnknownArchitecture(sm))?;
+    let mut format = DeviceFormat::for_sm(sm).ok_or(SubmitError::UnknownArchitecture(sm))?;
+    format.chain = submit.chain;
     let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
     let alloc = |bytes| memory.alloc_device(bytes).map_err(SubmitError::Memory);
     let regions = Regions {

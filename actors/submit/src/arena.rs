@@ -272,9 +272,36 @@ impl DescriptorArena {
                 plan.payload_bytes += p.len;
                 plan.patches.push(p);
             }
-            self.in_flight.push_back((span, retire_at));
+            self.note_in_flight(span, retire_at);
         }
         plan
+    }
+
+    /// Keep `span` as in flight until `value`, merged into the newest entry
+    /// when it retires with it and lies at or after its start: a flush's
+    /// descriptors were reserved one after another, so their bounding
+    /// range holds nothing else until the region comes round again, when
+    /// this flush must have retired anyway. The queue then holds an entry
+    /// or two per chain, not one per launch, and a reservation scans only
+    /// those. (A flush that wrapped starts a second entry.)
+    fn note_in_flight(&mut self, span: Span, value: u64) {
+        if let Some((last, v)) = self.in_flight.back_mut() {
+            if *v == value && span.offset >= last.offset {
+                let start = last.offset.min(span.offset);
+                let end = last.end().max(span.end());
+                *last = Span {
+                    offset: start,
+                    len: end - start,
+                };
+                return;
+            }
+        }
+        self.in_flight.push_back((span, value));
+    }
+
+    /// Spans in flight (merged), for tests and diagnostics.
+    pub fn in_flight_spans(&self) -> usize {
+        self.in_flight.len()
     }
 
     /// The smallest word-aligned span of `span` where shadow and mirror
@@ -307,6 +334,34 @@ impl DescriptorArena {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flush_of_adjacent_descriptors_is_one_span_in_flight() {
+        let mut a = DescriptorArena::new(1 << 20, true);
+        for _ in 0..128 {
+            let o = a.reserve(576, 64).unwrap();
+            a.write(o, &[1; 576]).unwrap();
+            let q = a.reserve(384, 256).unwrap();
+            a.write(q, &[2; 384]).unwrap();
+        }
+        a.flush(1);
+        assert_eq!(a.in_flight_spans(), 1, "one chain, one span");
+        // Still busy where the chain lies, free where it does not.
+        a.standstill();
+        let mut b = DescriptorArena::new(4096, false);
+        let o = b.reserve(1024, 256).unwrap();
+        b.write(o, &[1; 1024]).unwrap();
+        b.flush(3);
+        let far = b.reserve(1024, 256).unwrap();
+        b.write(far, &[1; 1024]).unwrap();
+        b.flush(4);
+        assert_eq!(b.in_flight_spans(), 2, "different retire values stay apart");
+        b.reserve(2048, 256).unwrap();
+        assert!(matches!(
+            b.reserve(1024, 256),
+            Err(ArenaError::Busy { value: 3, .. })
+        ));
+    }
 
     #[test]
     fn reserves_aligned_and_wraps() {

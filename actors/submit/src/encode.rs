@@ -48,6 +48,65 @@ pub struct DeviceFormat {
     pub windows: (u64, u64),
     pub sm_config: SmConfig,
     pub sass_version: u8,
+    /// How a chain hands over from one launch to the next.
+    pub chain: ChainTuning,
+}
+
+/// How a chain's launches hand over, one to the next: what the completed
+/// grid does to the next QMD, and the memory barrier at each grid's end.
+/// The defaults are what ran on the H200 first; the others are for the
+/// launch benchmark to compare, each checked there on a dependent chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainTuning {
+    pub link: ChainLink,
+    pub membar: GridMembar,
+}
+
+impl Default for ChainTuning {
+    fn default() -> Self {
+        ChainTuning {
+            link: ChainLink::InvalidateCopySchedule,
+            membar: GridMembar::System,
+        }
+    }
+}
+
+/// DEPENDENT_QMD ACTION for a chain's link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChainLink {
+    /// Launch the next QMD as the engine holds it.
+    Schedule,
+    /// Re-read the next QMD from memory, then launch it (the copy engine
+    /// delivered it after the engine may have cached the slot).
+    InvalidateCopySchedule,
+}
+
+/// CWD_MEMBAR_TYPE at the end of each grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GridMembar {
+    /// A system-wide barrier: the grid's writes are visible to the host
+    /// and the copy engine (what CUDA writes).
+    System,
+    /// A GPU-wide barrier: visible to later grids.
+    Gpu,
+}
+
+impl ChainLink {
+    fn action(self) -> DependentAction {
+        match self {
+            ChainLink::Schedule => DependentAction::Schedule,
+            ChainLink::InvalidateCopySchedule => DependentAction::InvalidateCopySchedule,
+        }
+    }
+}
+
+impl GridMembar {
+    fn membar(self) -> CwdMembarType {
+        match self {
+            GridMembar::System => CwdMembarType::L1Sysmembar,
+            GridMembar::Gpu => CwdMembarType::L1Membar,
+        }
+    }
 }
 
 /// The reserve every sm_90+ CTA gets even without shared memory (CUDA's
@@ -94,7 +153,19 @@ impl DeviceFormat {
             sm_config: SmConfig::from_kib(32, 32, carve_out_kib).ok()?,
             // CAST: sm < 256; the high nibble is the major, the low the minor.
             sass_version: (((sm / 10) << 4) | (sm % 10)) as u8,
+            chain: ChainTuning::default(),
         })
+    }
+
+    /// The local memory a thread of `k` needs, counted from the top of
+    /// its window: nothing for a kernel without a stack; otherwise the
+    /// bytes the ABI keeps above the stack, then the stack. Both the QMD
+    /// and the channel's local memory are sized by it.
+    pub fn local_bytes_per_thread(&self, k: &KernelDesc) -> u32 {
+        if k.local_bytes == 0 {
+            return 0;
+        }
+        (k.local_bytes + cbank0::ABOVE_STACK_BYTES).next_multiple_of(LOCAL_SIZE_GRANULE)
     }
 
     /// Bytes of one QMD.
@@ -160,7 +231,7 @@ impl DeviceFormat {
             .next_multiple_of(SHARED_SIZE_GRANULE) as u32,
             sm_config: Some(self.sm_config),
             shared_allocation_enable: true,
-            local_memory_high_size: k.local_bytes.next_multiple_of(LOCAL_SIZE_GRANULE),
+            local_memory_high_size: self.local_bytes_per_thread(k),
             grid: launch.grid,
             block: launch.block,
             invalidate: CacheInvalidate {
@@ -173,7 +244,7 @@ impl DeviceFormat {
             },
             api_visible_call_limit: ApiVisibleCallLimit::NoCheck,
             sampler_index: SamplerIndex::ViaHeaderIndex,
-            cwd_membar_type: CwdMembarType::L1Sysmembar,
+            cwd_membar_type: self.chain.membar.membar(),
             ..LaunchDescriptor::default()
         };
         d.constant_banks[0] = ConstantBank {
@@ -202,10 +273,10 @@ impl DeviceFormat {
     /// Link `d` to the next QMD of its chain: when `d` completes, the engine
     /// re-reads the next one from memory (it was delivered by copy) and
     /// schedules it.
-    pub fn link(d: &mut LaunchDescriptor, next_qmd: u64) {
+    pub fn link(&self, d: &mut LaunchDescriptor, next_qmd: u64) {
         d.dependents[0] = DependentSlot {
             enable: true,
-            action: DependentAction::InvalidateCopySchedule,
+            action: self.chain.link.action(),
             prefetch: true,
             qmd_address: next_qmd,
         };
@@ -360,7 +431,7 @@ impl DeviceFormat {
     pub fn link_qmd(&self, q: &mut Qmd, next_qmd: u64) -> Result<(), FormatError> {
         let d = &self.qmd.layout().dependents[0];
         q.set(d.enable, 1)?;
-        q.set(d.action, DependentAction::InvalidateCopySchedule as u32)?;
+        q.set(d.action, self.chain.link.action() as u32)?;
         q.set(d.prefetch, 1)?;
         let pointer = d.pointer.ok_or(FormatError::NotInVersion {
             field: "DEPENDENT_QMD0_POINTER",
@@ -450,7 +521,7 @@ mod tests {
             dynamic_shared_bytes: 0x100,
         };
         let mut d = f.descriptor(&kernel(), &shape, 0x3_0000_0040);
-        DeviceFormat::link(&mut d, 0x4_0000_0100);
+        f.link(&mut d, 0x4_0000_0100);
         DeviceFormat::release(&mut d, 0x5_0000_0000, 77);
         let mut bytes = Vec::new();
         f.encode(&d, &mut bytes).unwrap();
@@ -511,7 +582,7 @@ mod tests {
             f.link_qmd(&mut q, 0x4_0000_0100).unwrap();
             f.release_qmd(&mut q, 0x5_0000_0000, 1 << 20).unwrap();
             let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
-            DeviceFormat::link(&mut d, 0x4_0000_0100);
+            f.link(&mut d, 0x4_0000_0100);
             DeviceFormat::release(&mut d, 0x5_0000_0000, 1 << 20);
             let mut full = Vec::new();
             f.encode(&d, &mut full).unwrap();

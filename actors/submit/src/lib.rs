@@ -26,6 +26,8 @@ pub use actor::{
     lane_launch, spawn, LaunchRecord, StreamId, Submission, SubmitConfig, SubmitHandle,
     SubmitRequest, SubmitService, SubmitStats, UploadReceipt,
 };
-pub use encode::{BankDesc, DeviceFormat, KernelDesc, LaunchShape};
+pub use encode::{
+    BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchShape,
+};
 pub use error::SubmitError;
 pub use lane::{EventId, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock};

@@ -189,17 +189,21 @@ fn channels(records: &[ioctl_hook::IoctlRecord]) -> Vec<Channel> {
     let all = allocs(records);
     let mut out: Vec<Channel> = all
         .iter()
+        // The ring's address and size are NV_CHANNEL_ALLOC_PARAMS's third
+        // and fourth fields, whatever its later ones.
         .filter(|(_, _, class, p)| {
-            class & 0xFF == 0x6F && p.len() >= std::mem::size_of::<ChannelAlloc>()
+            class & 0xFF == 0x6F && p.len() >= std::mem::offset_of!(ChannelAlloc, flags)
         })
         .map(|(_, handle, class, p)| {
-            // SAFETY: the bytes are a whole NV_CHANNEL_ALLOC_PARAMS (checked).
-            let a: ChannelAlloc = unsafe { std::ptr::read_unaligned(p.as_ptr().cast()) };
+            let at = std::mem::offset_of!(ChannelAlloc, gp_fifo_offset);
+            let ring = u64::from_le_bytes(p[at..at + 8].try_into().unwrap_or([0; 8]));
+            let at = std::mem::offset_of!(ChannelAlloc, gp_fifo_entries);
+            let entries = u32::from_le_bytes(p[at..at + 4].try_into().unwrap_or([0; 4]));
             Channel {
                 handle: *handle,
                 class: *class,
-                ring: a.gp_fifo_offset,
-                entries: a.gp_fifo_entries,
+                ring,
+                entries,
                 engines: Vec::new(),
             }
         })
@@ -312,6 +316,36 @@ fn run(args: &Args) -> Result<(), String> {
         allocs(&records).len(),
         chans.len()
     );
+    // What the allocations looked like, so a stream that cannot be found
+    // says why.
+    let mut sizes = std::collections::BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.request & 0xFF == u64::from(escape::RM_ALLOC))
+    {
+        *sizes.entry(r.arg.len()).or_insert(0u32) += 1;
+    }
+    println!("# RM_ALLOC argument sizes (bytes: count): {sizes:?}");
+    let mut classes = std::collections::BTreeMap::new();
+    for (_, _, class, p) in allocs(&records) {
+        let e = classes.entry(class).or_insert((0u32, 0usize));
+        e.0 += 1;
+        e.1 = e.1.max(p.len());
+    }
+    let listed: Vec<String> = classes
+        .iter()
+        .map(|(c, (n, p))| format!("{c:#06x}x{n} ({p} B)"))
+        .collect();
+    println!(
+        "# classes allocated (count, largest params): {}",
+        listed.join(", ")
+    );
+    for c in &chans {
+        println!(
+            "# channel {:#x}: class {:#x}, ring {:#x}, {} entries, engines {:x?}",
+            c.handle, c.class, c.ring, c.entries, c.engines
+        );
+    }
     let ranges = readable_ranges();
     let mut launches = Vec::new();
     for (ci, c) in chans.iter().enumerate() {
