@@ -31,13 +31,18 @@ pub struct GpuBench {
     pub ours_ns: f64,
     /// Ours: what the caller spent pushing, per launch.
     pub ours_caller_ns: f64,
+    /// Ours, per launch, in the submit actor: building descriptors, handing
+    /// chains over, and waiting for the GPU.
+    pub actor_build_ns: f64,
+    pub actor_flush_ns: f64,
+    pub actor_wait_ns: f64,
     pub cuda_loop_ns: Option<f64>,
     pub cuda_graph_ns: Option<f64>,
     /// Why there is no reference figure, when there is none.
     pub reference_note: Option<String>,
-    /// Each chain tuning tried: its figure, and whether a chain of
-    /// dependent launches came out right under it.
-    pub variants: Vec<(ChainTuning, f64, bool)>,
+    /// Each chain tuning and depth tried: its figure, and whether a chain
+    /// of dependent launches came out right under it.
+    pub variants: Vec<(ChainTuning, usize, f64, bool)>,
 }
 
 impl GpuBench {
@@ -64,9 +69,13 @@ impl GpuBench {
         if let Some(n) = &self.reference_note {
             s += &format!("cuda:  {n}\n");
         }
-        for (t, ns, right) in &self.variants {
+        s += &format!(
+            "ours, in the submit actor a launch: build {:.0} ns, hand-over {:.0} ns, waiting for the GPU {:.0} ns\n",
+            self.actor_build_ns, self.actor_flush_ns, self.actor_wait_ns
+        );
+        for (t, depth, ns, right) in &self.variants {
             s += &format!(
-                "variant {:?} / {:?}: {ns:.0} ns a launch; a {CHECK_CHAIN}-launch dependent chain {}\n",
+                "variant {:?} / {:?} / chains of {depth}: {ns:.0} ns a launch; a {CHECK_CHAIN}-launch dependent chain {}\n",
                 t.link,
                 t.membar,
                 if *right { "matched the CPU" } else { "DID NOT match the CPU" }
@@ -143,19 +152,30 @@ pub fn gpu_bench(
         launches,
         ..GpuBench::default()
     };
-    let (ns, caller) = time_empty_launches(config.clone(), launches)?;
-    bench.ours_ns = ns;
-    bench.ours_caller_ns = caller;
+    let t = time_empty_launches(config.clone(), launches)?;
+    bench.ours_ns = t.total_ns;
+    bench.ours_caller_ns = t.caller_ns;
+    bench.actor_build_ns = t.build_ns;
+    bench.actor_flush_ns = t.flush_ns;
+    bench.actor_wait_ns = t.wait_ns;
     if with_variants {
+        let default_depth = config.submit.chain_depth;
+        let mut tried = Vec::new();
         for link in [ChainLink::InvalidateCopySchedule, ChainLink::Schedule] {
             for membar in [GridMembar::System, GridMembar::Gpu] {
-                let tuning = ChainTuning { link, membar };
-                let mut c = config.clone();
-                c.submit.chain = tuning;
-                let right = dependent_chain_is_right(c.clone())?;
-                let (ns, _) = time_empty_launches(c, launches)?;
-                bench.variants.push((tuning, ns, right));
+                tried.push((ChainTuning { link, membar }, default_depth));
             }
+        }
+        for depth in [32, 512] {
+            tried.push((ChainTuning::default(), depth));
+        }
+        for (tuning, depth) in tried {
+            let mut c = config.clone();
+            c.submit.chain = tuning;
+            c.submit.chain_depth = depth;
+            let right = dependent_chain_is_right(c.clone())?;
+            let t = time_empty_launches(c, launches)?;
+            bench.variants.push((tuning, depth, t.total_ns, right));
         }
     }
     match reference_program {
@@ -173,10 +193,19 @@ pub fn gpu_bench(
     Ok(bench)
 }
 
+/// What one timed run of empty launches gave, per launch.
+struct Timed {
+    total_ns: f64,
+    caller_ns: f64,
+    build_ns: f64,
+    flush_ns: f64,
+    wait_ns: f64,
+}
+
 /// `launches` empty launches through the lane after a warm-up: wall ns a
-/// launch from the first push to the end of the sync, and the caller's ns
-/// a push.
-fn time_empty_launches(config: HostConfig, launches: u64) -> Result<(f64, f64), HostError> {
+/// launch from the first push to the end of the sync, the caller's ns a
+/// push, and where the submit actor's time went.
+fn time_empty_launches(config: HostConfig, launches: u64) -> Result<Timed, HostError> {
     let host = Host::start(config)?;
     let sm = host.device().chip.chip.compute_capability().unwrap_or(90);
     let m = host.call(|s| s.loader.load_module(EMPTY_FATBIN.to_vec(), sm))?;
@@ -199,6 +228,7 @@ fn time_empty_launches(config: HostConfig, launches: u64) -> Result<(f64, f64), 
     }
     host.call(|s| s.submit.synchronize(stream))?;
     let records: Vec<_> = (0..launches).map(|_| record.clone()).collect();
+    let before = host.call(|s| s.submit.stats())?;
     let started = Instant::now();
     for r in records {
         lane.launch(r);
@@ -206,12 +236,17 @@ fn time_empty_launches(config: HostConfig, launches: u64) -> Result<(f64, f64), 
     let pushed = started.elapsed();
     host.call(|s| s.submit.synchronize(stream))?;
     let total = started.elapsed();
+    let after = host.call(|s| s.submit.stats())?;
     drop(host.shutdown());
     // CAST: nanoseconds of a run of seconds fit f64 exactly enough.
-    Ok((
-        total.as_nanos() as f64 / launches as f64,
-        pushed.as_nanos() as f64 / launches as f64,
-    ))
+    let per = |ns: u64| ns as f64 / launches as f64;
+    Ok(Timed {
+        total_ns: total.as_nanos() as f64 / launches as f64,
+        caller_ns: pushed.as_nanos() as f64 / launches as f64,
+        build_ns: per(after.build_ns - before.build_ns),
+        flush_ns: per(after.flush_ns - before.flush_ns),
+        wait_ns: per(after.wait_ns - before.wait_ns),
+    })
 }
 
 /// A chain of dependent launches (c = a + b, then c += b again and again)

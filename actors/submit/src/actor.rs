@@ -130,6 +130,12 @@ pub struct SubmitStats {
     pub refused_submissions: u64,
     /// Nanoseconds spent building descriptors (QMD and bank 0) in the actor.
     pub build_ns: u64,
+    /// Nanoseconds spent handing chains and copies over (delivery, push
+    /// buffers, doorbells), waits excluded.
+    pub flush_ns: u64,
+    /// Nanoseconds spent waiting for the GPU: for a timeline value, for
+    /// ring entries or descriptor space it still uses.
+    pub wait_ns: u64,
     /// Launches the lane delivered (the rest came through requests).
     pub lane_launches: u64,
 }
@@ -354,8 +360,11 @@ struct SubmitActor {
     copy_dropped_through: u64,
     /// A QMD buffer to reuse, so a launch allocates nothing.
     spare_qmd: Option<Qmd>,
-    /// Time spent in flushes, kept apart from descriptor building.
+    /// Time spent in flushes, kept apart from descriptor building (waits
+    /// inside a flush count as waits).
     flush_ns: u64,
+    /// Time spent waiting for the GPU.
+    wait_ns: u64,
     recent: std::collections::VecDeque<Submission>,
     tokens: TokenTemplates,
     stats: SubmitStats,
@@ -373,6 +382,7 @@ impl SubmitActor {
         let mut did = false;
         let started = Instant::now();
         let flush_before = self.flush_ns;
+        let wait_before = self.wait_ns;
         let mut launches = 0u64;
         while let Some(item) = self.lane.pop() {
             did = true;
@@ -421,7 +431,8 @@ impl SubmitActor {
             // Descriptor building only: the flushes the batch caused are
             // timed separately (one clock read per batch, not per launch).
             let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.stats.build_ns += spent.saturating_sub(self.flush_ns - flush_before);
+            let other = (self.flush_ns - flush_before) + (self.wait_ns - wait_before);
+            self.stats.build_ns += spent.saturating_sub(other);
         }
         did
     }
@@ -549,8 +560,10 @@ impl SubmitActor {
     /// deliver the descriptors, then launch its head behind that delivery.
     fn flush_chain(&mut self) -> Result<(), SubmitError> {
         let started = Instant::now();
+        let wait_before = self.wait_ns;
         let r = self.flush_chain_timed();
-        self.flush_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.flush_ns += spent.saturating_sub(self.wait_ns - wait_before);
         r
     }
 
@@ -779,6 +792,13 @@ impl SubmitActor {
     /// and free the entries it fetched, waiting for at least one.
     fn make_room(&mut self, kind: QueueKind) -> Result<(), SubmitError> {
         let started = Instant::now();
+        let r = self.make_room_untimed(kind);
+        self.note_wait(started);
+        r
+    }
+
+    fn make_room_untimed(&mut self, kind: QueueKind) -> Result<(), SubmitError> {
+        let started = Instant::now();
         let mut next_check = FAULT_CHECK_FIRST;
         loop {
             if started.elapsed() >= next_check {
@@ -897,6 +917,18 @@ impl SubmitActor {
     /// removed: a faulted channel never releases, and the fault names why.
     fn wait_timeline(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
         let started = Instant::now();
+        let r = self.wait_timeline_untimed(kind, value);
+        self.note_wait(started);
+        r
+    }
+
+    fn note_wait(&mut self, started: Instant) {
+        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.wait_ns += spent;
+    }
+
+    fn wait_timeline_untimed(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
+        let started = Instant::now();
         let mut next_check = FAULT_CHECK_FIRST;
         loop {
             let done = self.completed(kind)?;
@@ -1000,6 +1032,7 @@ impl SubmitService for SubmitActor {
         self.drain_lane();
         let started = Instant::now();
         let flush_before = self.flush_ns;
+        let wait_before = self.wait_ns;
         let r = self.add_launch(
             launch.kernel,
             &launch.grid,
@@ -1008,7 +1041,8 @@ impl SubmitService for SubmitActor {
             &launch.params,
         );
         let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.stats.build_ns += spent.saturating_sub(self.flush_ns - flush_before);
+        let other = (self.flush_ns - flush_before) + (self.wait_ns - wait_before);
+        self.stats.build_ns += spent.saturating_sub(other);
         r?;
         Ok(self.chain_len as u64)
     }
@@ -1087,6 +1121,8 @@ impl SubmitService for SubmitActor {
 
     fn stats(&mut self) -> Result<SubmitStats, SubmitError> {
         self.drain_lane();
+        self.stats.flush_ns = self.flush_ns;
+        self.stats.wait_ns = self.wait_ns;
         Ok(self.stats)
     }
 
@@ -1473,6 +1509,7 @@ pub fn spawn(
         copy_dropped_through: 0,
         spare_qmd: None,
         flush_ns: 0,
+        wait_ns: 0,
         recent: std::collections::VecDeque::new(),
         tokens: TokenTemplates::default(),
         stats: SubmitStats::default(),

@@ -326,6 +326,23 @@ fn run(args: &Args) -> Result<(), String> {
         *sizes.entry(r.arg.len()).or_insert(0u32) += 1;
     }
     println!("# RM_ALLOC argument sizes (bytes: count): {sizes:?}");
+    for r in records
+        .iter()
+        .filter(|r| r.request & 0xFF == u64::from(escape::RM_ALLOC))
+        .take(4)
+    {
+        let words: Vec<String> = r
+            .arg
+            .chunks(4)
+            .map(|c| format!("{:08x}", u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
+            .collect();
+        println!(
+            "# RM_ALLOC request {:#x} argument words: {} (params kept: {} bytes)",
+            r.request,
+            words.join(" "),
+            r.params.len()
+        );
+    }
     let mut classes = std::collections::BTreeMap::new();
     for (_, _, class, p) in allocs(&records) {
         let e = classes.entry(class).or_insert((0u32, 0usize));
