@@ -43,6 +43,8 @@ pub struct GpuBench {
     /// Each chain tuning and depth tried: its figure, and whether a chain
     /// of dependent launches came out right under it.
     pub variants: Vec<(ChainTuning, usize, f64, bool)>,
+    /// Each descriptor-region size and diffing setting tried.
+    pub regions: Vec<(u64, bool, Timed)>,
 }
 
 impl GpuBench {
@@ -79,6 +81,17 @@ impl GpuBench {
                 t.link,
                 t.membar,
                 if *right { "matched the CPU" } else { "DID NOT match the CPU" }
+            );
+        }
+        for (bytes, diffing, t) in &self.regions {
+            s += &format!(
+                "region {} MiB, diffing {}: {:.0} ns a launch (actor: build {:.0}, hand-over {:.0}, waiting {:.0})\n",
+                bytes >> 20,
+                if *diffing { "on" } else { "off" },
+                t.total_ns,
+                t.build_ns,
+                t.flush_ns,
+                t.wait_ns
             );
         }
         s += &format!(
@@ -177,6 +190,16 @@ pub fn gpu_bench(
             let t = time_empty_launches(c, launches)?;
             bench.variants.push((tuning, depth, t.total_ns, right));
         }
+        // The descriptor region's size and diffing: what the actor's
+        // hand-over costs when the region fits the CPU's caches, and when
+        // it compares nothing.
+        for (bytes, diffing) in [(2u64 << 20, true), (4 << 20, true), (2 << 20, false)] {
+            let mut c = config.clone();
+            c.submit.descriptor_bytes = bytes;
+            c.submit.diffing = diffing;
+            let t = time_empty_launches(c, launches)?;
+            bench.regions.push((bytes, diffing, t));
+        }
     }
     match reference_program {
         Some(p) => match reference(p, launches) {
@@ -194,7 +217,8 @@ pub fn gpu_bench(
 }
 
 /// What one timed run of empty launches gave, per launch.
-struct Timed {
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timed {
     total_ns: f64,
     caller_ns: f64,
     build_ns: f64,

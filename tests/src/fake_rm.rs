@@ -105,6 +105,12 @@ pub struct FakeChannel {
     pending: VecDeque<Step>,
     /// Local memory bytes per TPC the channel was given.
     local_per_tpc: u64,
+    /// The release that ends the last chain launched here, and whether the
+    /// stream has waited for it since: grids from separate SEND_PCAS run
+    /// side by side on a GPU, so a chain launched before that wait may
+    /// overlap the last one.
+    last_chain_release: Option<(u64, u64)>,
+    waited_for_last_chain: bool,
 }
 
 /// One channel group.
@@ -141,6 +147,12 @@ pub enum GpuEvent {
     Removed {
         group: u32,
         xid: u32,
+    },
+    /// A chain was launched while the last one on its channel could still
+    /// be running (no wait for its release in between).
+    Overlap {
+        channel: u32,
+        head: u64,
     },
 }
 
@@ -465,6 +477,13 @@ impl FakeModule {
                         }
                         return moved;
                     }
+                    if let Some(c) = self.channels.get_mut(&id) {
+                        if c.last_chain_release
+                            .is_some_and(|(a, v)| a == address && value >= v)
+                        {
+                            c.waited_for_last_chain = true;
+                        }
+                    }
                 }
                 Step::Release { address, value } => {
                     self.write_gpu(address, &value.to_le_bytes());
@@ -510,8 +529,18 @@ impl FakeModule {
                     });
                 }
                 Step::Launch { qmd_address } => {
-                    if !self.launch_chain(&ch, qmd_address) {
+                    if !ch.waited_for_last_chain {
+                        self.gpu_log.push(GpuEvent::Overlap {
+                            channel: id,
+                            head: qmd_address,
+                        });
+                    }
+                    let Some(tail) = self.launch_chain(&ch, qmd_address) else {
                         return true;
+                    };
+                    if let Some(c) = self.channels.get_mut(&id) {
+                        c.last_chain_release = tail;
+                        c.waited_for_last_chain = tail.is_none();
                     }
                 }
             }
@@ -520,15 +549,16 @@ impl FakeModule {
         moved
     }
 
-    /// Walk a QMD chain from `head`; false when the group was removed.
-    fn launch_chain(&mut self, ch: &FakeChannel, head: u64) -> bool {
+    /// Walk a QMD chain from `head`: `None` when the group was removed,
+    /// else the tail's release, if it has one.
+    fn launch_chain(&mut self, ch: &FakeChannel, head: u64) -> Option<Option<(u64, u64)>> {
         let version = FakeModule::qmd_version(ch.engine_class);
         let mut at = head;
         for _ in 0..=u16::MAX {
             let mut raw = vec![0u8; version.dwords() * 4];
             if !self.read_gpu(at, &mut raw) {
                 self.remove_group(ch.group, 31);
-                return false;
+                return None;
             }
             let words: Vec<u32> = raw
                 .chunks_exact(4)
@@ -537,13 +567,13 @@ impl FakeModule {
             let Ok(d) = qmd::decode(version, &words) else {
                 // Not a QMD of the class's version: dropped, as the H200
                 // drops a V03 QMD on a Hopper channel.
-                return true;
+                return Some(None);
             };
             if let Some(f) = self.armed.take() {
                 let xid = f.xid;
                 self.recorded = Some(f);
                 self.remove_group(ch.group, xid);
-                return false;
+                return None;
             }
             // SKED's check: the channel's local memory must cover what the
             // QMD asks for every thread of a TPC.
@@ -558,13 +588,13 @@ impl FakeModule {
                     ..ArmedFault::default()
                 });
                 self.remove_group(ch.group, 13);
-                return false;
+                return None;
             }
             let b0 = d.constant_banks[0];
             let mut bank0 = vec![0u8; b0.size as usize];
             if b0.valid && !self.read_gpu(b0.address, &mut bank0) {
                 self.remove_group(ch.group, 31);
-                return false;
+                return None;
             }
             self.gpu_log.push(GpuEvent::Kernel {
                 qmd_address: at,
@@ -573,6 +603,7 @@ impl FakeModule {
                 block: d.block,
                 bank0,
             });
+            let mut last = None;
             for r in d.releases.iter().filter(|r| r.enable) {
                 if r.structure_size == StructureSize::OneWord && !r.payload64b {
                     // CAST: a one-word release writes the low word.
@@ -584,14 +615,15 @@ impl FakeModule {
                     address: r.address,
                     value: r.payload,
                 });
+                last = Some((r.address, r.payload));
             }
             if !d.dependents[0].enable {
-                return true;
+                return Some(last);
             }
             at = d.dependents[0].qmd_address;
         }
         self.remove_group(ch.group, 13);
-        false
+        None
     }
 
     /// One pass of the GPU over every channel; whether anything moved.
@@ -818,6 +850,8 @@ impl FakeNode {
                         get: 0,
                         pending: VecDeque::new(),
                         local_per_tpc: 0,
+                        last_chain_release: None,
+                        waited_for_last_chain: true,
                     },
                 );
             }

@@ -37,6 +37,22 @@ fn pointer_params(nr: u64, size: usize) -> Option<(usize, usize)> {
 /// Parameter blocks larger than this are not kept.
 const MAX_PARAMS: usize = 64 << 10;
 
+/// The parameter size RM takes for an allocation of `class` when the
+/// caller gives none: the structures we declare for the classes whose
+/// parameters the capture reads (0 for the rest).
+fn alloc_params_size(class: u32) -> usize {
+    use macuda_hw::rm::{self, class as c};
+    match class {
+        _ if class & 0xFF == 0x6F => std::mem::size_of::<rm::ChannelAlloc>(),
+        c::KEPLER_CHANNEL_GROUP_A => std::mem::size_of::<rm::ChannelGroupAlloc>(),
+        c::FERMI_CONTEXT_SHARE_A => std::mem::size_of::<rm::CtxShareAlloc>(),
+        c::FERMI_VASPACE_A => std::mem::size_of::<rm::VaSpaceAlloc>(),
+        c::NV1_MEMORY_USER | c::NV1_MEMORY_SYSTEM => std::mem::size_of::<rm::MemoryAlloc>(),
+        c::GT200_DEBUGGER => std::mem::size_of::<rm::DebuggerAlloc>(),
+        _ => 0,
+    }
+}
+
 /// The request word's size field (14 bits at 16) and number (8 bits).
 fn size_of_request(request: u64) -> usize {
     ((request >> 16) & 0x3FFF) as usize
@@ -61,7 +77,13 @@ extern "C" fn hooked_ioctl(fd: i32, request: u64, arg: *mut u8) -> i32 {
         if let Some((p_at, n_at)) = pointer_params(nr, size) {
             let ptr = u64::from_le_bytes(rec.arg[p_at..p_at + 8].try_into().unwrap_or([0; 8]));
             let len = u32::from_le_bytes(rec.arg[n_at..n_at + 4].try_into().unwrap_or([0; 4]));
-            let len = len as usize;
+            let mut len = len as usize;
+            // libcuda's allocations leave paramsSize 0 and let RM take the
+            // class's own size; ours are the same structures.
+            if len == 0 && nr == u64::from(macuda_hw::rm::escape::RM_ALLOC) {
+                let class = u32::from_le_bytes(rec.arg[12..16].try_into().unwrap_or([0; 4]));
+                len = alloc_params_size(class);
+            }
             if ptr != 0 && len > 0 && len <= MAX_PARAMS {
                 // SAFETY: the caller handed RM `len` bytes at `ptr`.
                 rec.params = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }.to_vec();

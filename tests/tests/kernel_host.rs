@@ -99,6 +99,12 @@ fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
     assert_eq!(reached, 3, "300 launches in chains of 128: three releases");
 
     let m = world.fake.0.lock();
+    assert!(
+        !m.gpu_log
+            .iter()
+            .any(|e| matches!(e, GpuEvent::Overlap { .. })),
+        "each chain waited for the one before"
+    );
     let kernels: Vec<_> = m
         .gpu_log
         .iter()
@@ -397,5 +403,123 @@ fn the_device_script_injects_into_the_middle_of_the_demo() {
     assert!(
         boot < 40 && 40 < end,
         "submit handles {boot} requests in boot, {end} by the end"
+    );
+}
+
+#[test]
+#[ignore = "a measurement, not a check: run by hand to see the actor's costs on the fake"]
+fn print_the_launch_costs_on_the_fake() {
+    let world = KernelWorld::new(Duration::from_secs(60));
+    let mut config = macuda_supervisor::gpu_bench::bench_config(world.config.device.clone());
+    config.opener = world.config.opener.clone();
+    config.rm_driver = world.config.rm_driver.clone();
+    config.report_dir = world.reports.path().to_path_buf();
+    let b = macuda_supervisor::gpu_bench::gpu_bench(config, 50_000, None, true).unwrap();
+    eprintln!("{}", b.render());
+}
+
+#[test]
+fn the_fake_gpu_sees_two_chains_launched_without_a_wait_between_them() {
+    // The control for the check above: two launches by SEND_PCAS with no
+    // semaphore wait between them may run side by side on a GPU, and the
+    // fake says so; with the wait, it does not.
+    use macuda_gsp::kernel::KernelRm;
+    use macuda_hw::methods::host;
+    use macuda_hw::push::SUBCHANNEL_COMPUTE;
+    use macuda_submit::encode::{qmd_bytes, Bank0Slot};
+    use macuda_submit::pushbuf::PushBuffer;
+    use macuda_submit::{DeviceFormat, KernelDesc, LaunchShape};
+    let fake = macuda_tests::fake_rm::FakeRm::with_gpu(macuda_tests::fake_rm::FakeModule::h200());
+    let rm = KernelRm::open(std::sync::Arc::new(fake.clone()), 0).unwrap();
+    let user = rm.usermode().unwrap();
+    let mut space = rm.va_space().unwrap();
+    let group = rm.channel_group(&space).unwrap();
+    let mut ch = rm.channel(&mut space, &group, 0xCBC0, 64).unwrap();
+    rm.schedule(&group).unwrap();
+    let mem = rm.alloc_vram(&mut space, 64 << 10, true).unwrap();
+    let view = mem.cpu.as_ref().unwrap();
+    let f = DeviceFormat::for_sm(90).unwrap();
+    let k = KernelDesc {
+        name: "k".into(),
+        entry: mem.va + 0x8000,
+        code_bytes: 256,
+        registers: 8,
+        barriers: 0,
+        shared_bytes: 0,
+        local_bytes: 0,
+        param_base: 0x210,
+        param_bytes: 0,
+        banks: Vec::new(),
+    };
+    let t = f.template(k.clone()).unwrap();
+    let shape = LaunchShape {
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        dynamic_shared_bytes: 0,
+    };
+    let sem = mem.va + 0xF000;
+    let put = |at: usize, b: &[u8]| {
+        // SAFETY: inside the 64 KiB mapping.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), view.as_ptr().add(at), b.len()) }
+    };
+    for (i, qmd_at) in [0x1000usize, 0x2000, 0x3000].iter().enumerate() {
+        let mut bank = vec![0u8; f.cbank0_bytes(&k) as usize];
+        let mut q = macuda_hw::qmd::Qmd::new(f.qmd);
+        f.launch(
+            &t,
+            &shape,
+            &[],
+            &mut q,
+            Bank0Slot {
+                address: mem.va + 0x4000 + 0x400 * i as u64,
+                bytes: &mut bank,
+                holds_template: false,
+            },
+        )
+        .unwrap();
+        f.release_qmd(&mut q, sem, i as u64 + 1).unwrap();
+        let mut raw = vec![0u8; f.qmd_bytes() as usize];
+        qmd_bytes(&q, &mut raw);
+        put(*qmd_at, &raw);
+        put(0x4000 + 0x400 * i, &bank);
+    }
+    put(0xF000, &[0; 8]);
+    let mut pb = PushBuffer::new();
+    pb.method(SUBCHANNEL_COMPUTE, host::SET_OBJECT::BYTE_OFFSET, 0xCBC0)
+        .unwrap();
+    pb.launch_qmd(mem.va + 0x1000).unwrap();
+    pb.launch_qmd(mem.va + 0x2000).unwrap();
+    pb.host_semaphore(sem, 2, true).unwrap();
+    pb.launch_qmd(mem.va + 0x3000).unwrap();
+    let words: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+    put(0x6000, &words);
+    ch.submit(
+        &user,
+        mem.va + 0x6000,
+        u32::try_from(pb.words().len()).unwrap(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    while fake.0.lock().kernels().len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the fake GPU ran nothing"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let overlaps: Vec<u64> = fake
+        .0
+        .lock()
+        .gpu_log
+        .iter()
+        .filter_map(|e| match e {
+            GpuEvent::Overlap { head, .. } => Some(*head),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        overlaps,
+        vec![mem.va + 0x2000],
+        "the second launch could overlap the first; the third waited"
     );
 }

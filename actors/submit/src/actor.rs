@@ -596,6 +596,14 @@ impl SubmitActor {
             pb.host_semaphore(self.copy.semaphore, v, true)
                 .map_err(SubmitError::Format)?;
         }
+        // Grids launched by separate SEND_PCAS run side by side: the head of
+        // this chain waits for the last chain's tail release, or the two
+        // overlap (on the H200, four chains of 32 dependent launches came
+        // out wrong without this wait).
+        if value > 1 {
+            pb.host_semaphore(self.compute.semaphore, value - 1, true)
+                .map_err(SubmitError::Format)?;
+        }
         if std::mem::take(&mut self.caches_stale) {
             pb.invalidate_shader_caches().map_err(SubmitError::Format)?;
         }

@@ -316,15 +316,20 @@ impl DescriptorArena {
             &self.shadow[start as usize..end as usize],
             &self.mirror.bytes()[start as usize..end as usize],
         );
-        let known = &self.delivered[(start / PATCH_GRANULE) as usize..];
-        let words = || {
-            s.chunks(PATCH_GRANULE as usize)
-                .zip(m.chunks(PATCH_GRANULE as usize))
-                .zip(known)
-                .map(|((a, b), &k)| a != b || !k)
+        let words = s.len() / PATCH_GRANULE as usize;
+        let first_word = (start / PATCH_GRANULE) as usize;
+        let known = &self.delivered[first_word..first_word + words];
+        // The common case in a steady decode: nothing changed and all of
+        // it was delivered; one compare of the whole span says so.
+        if s == m && !known.contains(&false) {
+            return None;
+        }
+        let differs = |i: usize| {
+            let g = PATCH_GRANULE as usize;
+            s[i * g..(i + 1) * g] != m[i * g..(i + 1) * g] || !known[i]
         };
-        let first = words().position(|d| d)?;
-        let last = words().rposition(|d| d)?;
+        let first = (0..words).find(|&i| differs(i))?;
+        let last = (first..words).rev().find(|&i| differs(i))?;
         let offset = start + first as u64 * PATCH_GRANULE;
         let len = (end - offset).min((last - first + 1) as u64 * PATCH_GRANULE);
         Some(Span { offset, len })
