@@ -107,11 +107,23 @@ impl ChannelState {
         u64::from(self.regs.get(&(sc, m)).copied().unwrap_or(0))
     }
 
-    /// The bytes at `[address, address + words * 4)` if one upload covered them.
+    /// The words at `[address, address + words * 4)` if uploads covered
+    /// them: one, or several back to back (CUDA sends bank 0's driver area
+    /// and its parameters as two uploads).
     fn find(&self, address: u64, words: usize) -> Option<Vec<u32>> {
-        let (&base, data) = self.uploaded.range(..=address).next_back()?;
-        let skip = usize::try_from((address - base) / 4).ok()?;
-        (skip + words <= data.len()).then(|| data[skip..skip + words].to_vec())
+        let mut out = Vec::with_capacity(words);
+        let mut at = address;
+        while out.len() < words {
+            let (&base, data) = self.uploaded.range(..=at).next_back()?;
+            let skip = usize::try_from((at - base) / 4).ok()?;
+            if skip >= data.len() {
+                return None;
+            }
+            let take = (words - out.len()).min(data.len() - skip);
+            out.extend_from_slice(&data[skip..skip + take]);
+            at += take as u64 * 4;
+        }
+        Some(out)
     }
 }
 
@@ -346,7 +358,15 @@ mod tests {
         let sc = SUBCHANNEL_COMPUTE;
         pb.method(sc, host::SET_OBJECT::BYTE_OFFSET, compute::HOPPER_COMPUTE_A)
             .unwrap();
-        for (dst, data) in [(bank_va, words(&bank)), (qmd_va, words(&raw))] {
+        // Bank 0 in two uploads, driver area then parameters, as CUDA
+        // sends it.
+        let bw = words(&bank);
+        let split = 0x210 / 4;
+        for (dst, data) in [
+            (bank_va, bw[..split].to_vec()),
+            (bank_va + 0x210, bw[split..].to_vec()),
+            (qmd_va, words(&raw)),
+        ] {
             pb.methods(
                 sc,
                 compute::OFFSET_OUT_UPPER::BYTE_OFFSET,
@@ -362,7 +382,7 @@ mod tests {
         let mut state = ChannelState::default();
         let d = decode_segment(&mut state, pb.words());
         assert!(d.errors.is_empty(), "{:?}", d.errors);
-        assert_eq!(d.uploads.len(), 2);
+        assert_eq!(d.uploads.len(), 3);
         assert_eq!(d.methods[0].name, Some("SET_OBJECT"));
         assert_eq!(d.launches.len(), 1);
         let l = &d.launches[0];
