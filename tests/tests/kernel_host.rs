@@ -370,8 +370,9 @@ fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference()
     let text = b.render();
     assert!(text.contains("gpu-launch: ours_ns="), "{text}");
     assert!(text.contains("no reference program given"), "{text}");
-    // The fake ran warm-up and timed launches alike.
-    assert_eq!(world.fake.0.lock().kernels().len(), 5000);
+    // The fake ran the discarded first run and the timed one, each with
+    // its warm-up: 2 x (2000 + 3000).
+    assert_eq!(world.fake.0.lock().kernels().len(), 10_000);
     // A reference that is not there is named, not a crash.
     let missing = std::path::Path::new("/nonexistent/launch_bench");
     let mut config = macuda_supervisor::gpu_bench::bench_config(world.config.device.clone());
