@@ -46,7 +46,10 @@ pub struct Launch {
     /// The QMD's words as uploaded.
     pub qmd_words: Option<Vec<u32>>,
     pub bank0_address: Option<u64>,
+    /// What the stream uploaded of bank 0, from its start.
     pub bank0_words: Option<Vec<u32>>,
+    /// How many words the QMD binds as bank 0.
+    pub bank0_bound_words: Option<usize>,
 }
 
 /// A decoded segment, and what it told us.
@@ -111,19 +114,30 @@ impl ChannelState {
     /// them: one, or several back to back (CUDA sends bank 0's driver area
     /// and its parameters as two uploads).
     fn find(&self, address: u64, words: usize) -> Option<Vec<u32>> {
+        let got = self.find_prefix(address, words);
+        (got.len() == words).then_some(got)
+    }
+
+    /// As many of those words, from the first, as uploads covered (CUDA
+    /// binds bank 0 larger than what it uploads of it).
+    fn find_prefix(&self, address: u64, words: usize) -> Vec<u32> {
         let mut out = Vec::with_capacity(words);
         let mut at = address;
         while out.len() < words {
-            let (&base, data) = self.uploaded.range(..=at).next_back()?;
-            let skip = usize::try_from((at - base) / 4).ok()?;
+            let Some((&base, data)) = self.uploaded.range(..=at).next_back() else {
+                break;
+            };
+            let Ok(skip) = usize::try_from((at - base) / 4) else {
+                break;
+            };
             if skip >= data.len() {
-                return None;
+                break;
             }
             let take = (words - out.len()).min(data.len() - skip);
             out.extend_from_slice(&data[skip..skip + take]);
             at += take as u64 * 4;
         }
-        Some(out)
+        out
     }
 }
 
@@ -231,7 +245,10 @@ fn launch_at(state: &ChannelState, class: Option<u32>, qmd_address: u64, action:
         descriptor,
         qmd_words,
         bank0_address: bank0.map(|b| b.address),
-        bank0_words: bank0.and_then(|b| state.find(b.address, (b.size as usize).div_ceil(4))),
+        bank0_words: bank0
+            .map(|b| state.find_prefix(b.address, (b.size as usize).div_ceil(4)))
+            .filter(|w| !w.is_empty()),
+        bank0_bound_words: bank0.map(|b| (b.size as usize).div_ceil(4)),
     }
 }
 
@@ -288,8 +305,9 @@ pub fn render(d: &Decoded) -> String {
         if let (Some(a), Some(w)) = (l.bank0_address, &l.bank0_words) {
             let words: Vec<String> = w.iter().map(|x| format!("{x:08x}")).collect();
             s += &format!(
-                "    bank 0 at {a:#x}, {} words: {}\n",
+                "    bank 0 at {a:#x}, {} of {} bound words uploaded: {}\n",
                 w.len(),
+                l.bank0_bound_words.unwrap_or(w.len()),
                 words.join(" ")
             );
         }
@@ -399,6 +417,7 @@ mod tests {
         let b0 = l.bank0_words.as_ref().unwrap();
         assert_eq!(b0[0], 64, "blockDim.x in the bank");
         assert_eq!(b0[0x210 / 4], 0xDEAD_BEEF, "the parameter in the bank");
+        assert_eq!(l.bank0_bound_words, Some(b0.len()), "all of it uploaded");
         let text = render(&d);
         assert!(
             text.contains("LOAD_INLINE_DATA") && text.contains("LAUNCH qmd 0x3000000100"),

@@ -10,8 +10,10 @@
 //! engine, and the compute queue launches the chain's head behind that
 //! delivery; command buffers take the direct path in a region of their
 //! own. Copies, fills and events order against launches through 64-bit
-//! timeline semaphores on both queues. It calls memory (for its regions)
-//! and pci (for doorbells), never anything above it; on the null device it
+//! timeline semaphores on both queues; each chain's head waits for the
+//! last chain's tail. It calls memory (for its regions and the CPU views
+//! it streams into) and gsp (for its channels, the doorbell and what RM
+//! reports after a fault), never anything above it; on the null device it
 //! builds and counts everything and the doorbell is refused.
 
 mod actor;
