@@ -141,6 +141,8 @@ struct Gpu {
     compute: macuda_gsp::kernel::GpfifoChannel,
     copy: macuda_gsp::kernel::GpfifoChannel,
     group: macuda_gsp::kernel::ChannelGroup,
+    /// The debugger object on the compute channel's engine.
+    debugger: u32,
 }
 
 fn open_gpu() -> Gpu {
@@ -163,6 +165,7 @@ fn open_gpu() -> Gpu {
         .unwrap();
     let compute = rm.channel(&mut space, &group, compute_class, 1024).unwrap();
     let copy = rm.channel(&mut space, &group, copy_class, 1024).unwrap();
+    let debugger = rm.debugger(compute.engine).unwrap();
     rm.schedule(&group).unwrap();
     Gpu {
         rm,
@@ -173,6 +176,7 @@ fn open_gpu() -> Gpu {
         compute,
         copy,
         group,
+        debugger,
     }
 }
 
@@ -471,6 +475,7 @@ fn vector_adds_on_the_gpu(
         compute_class,
         compute: mut ch,
         group,
+        debugger,
         ..
     } = open_gpu();
     // The loader: our sm_90 fixture, laid out and relocated for its VAs.
@@ -640,7 +645,17 @@ fn vector_adds_on_the_gpu(
     while read_u64(sem.cpu.as_deref().unwrap(), 0) != 1 {
         if started.elapsed() > std::time::Duration::from_secs(3) {
             return Err(match group.error() {
-                Some(e) => e.to_string(),
+                // Then what the debugger recorded: was it an MMU fault, and
+                // if not, which SMs saw an error.
+                Some(e) => match rm.fault_state(debugger, ch.handle) {
+                    Ok(f) => format!(
+                        "{e}; debugger: MMU fault {} ({} addresses), {} SM(s) with an error",
+                        f.mmu_fault,
+                        f.mmu_faults.len(),
+                        f.sm_errors.len()
+                    ),
+                    Err(d) => format!("{e}; the debugger refused: {d}"),
+                },
                 None => format!(
                     "the kernel's release never landed (GP_GET {}, semaphore {:#x})",
                     ch.gp_get(),
@@ -708,6 +723,10 @@ fn uncovered_local_memory_is_reported_by_xid_and_a_fresh_channel_runs_again() {
     let err = vector_adds_on_the_gpu(1 << 20, 1, 0x640).unwrap_err();
     eprintln!("uncovered local memory: {err}");
     assert!(err.contains("Xid 13"), "{err}");
+    assert!(
+        err.contains("debugger: MMU fault false"),
+        "the debugger was asked and saw no MMU fault: {err}"
+    );
     let took = vector_adds_on_the_gpu(1 << 20, 1, 0).unwrap();
     eprintln!("then a fresh channel ran vector_add again in {took:?}");
 }
