@@ -71,11 +71,7 @@ impl NullWorld {
 
     /// Report files written so far.
     pub fn report_files(&self) -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = std::fs::read_dir(self.reports.path())
-            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        v.sort();
-        v
+        files_in(self.reports.path())
     }
 }
 
@@ -119,12 +115,39 @@ impl KernelWorld {
 
     /// Report files written so far.
     pub fn report_files(&self) -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = std::fs::read_dir(self.reports.path())
-            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        v.sort();
-        v
+        files_in(self.reports.path())
     }
+}
+
+/// The files in `dir`, sorted.
+fn files_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// What `macuda report FILE [--json]` prints for a crash report, through
+/// the CLI itself; fails the test if the CLI does.
+pub fn macuda_report(path: &std::path::Path, json: bool) -> String {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "macuda".into(),
+        "report".into(),
+        path.as_os_str().to_owned(),
+    ];
+    if json {
+        args.push("--json".into());
+    }
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = macuda_supervisor::cli::run(args, &mut out, &mut err);
+    assert_eq!(
+        code,
+        0,
+        "macuda report failed: {}",
+        String::from_utf8_lossy(&err)
+    );
+    String::from_utf8(out).expect("the report prints text")
 }
 
 /// Index of the first config write that clears bus mastering after the last

@@ -6,8 +6,8 @@
 //! was written that `macuda report` reads back with the failing actor named.
 
 use macuda_core::{FaultAction, FaultPlan, Outcome};
-use macuda_supervisor::{cli, workload, HostError, ACTORS};
-use macuda_tests::{bus_master_cleared_at, connection_of, reset_after, NullWorld};
+use macuda_supervisor::{workload, HostError, ACTORS};
+use macuda_tests::{bus_master_cleared_at, connection_of, macuda_report, reset_after, NullWorld};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -39,41 +39,11 @@ fn workload_requests() -> &'static BTreeMap<String, u64> {
 }
 
 fn report_json(path: &std::path::Path) -> Value {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let code = cli::run(
-        [
-            "macuda".into(),
-            "report".into(),
-            path.as_os_str().to_owned(),
-            "--json".into(),
-        ],
-        &mut out,
-        &mut err,
-    );
-    assert_eq!(
-        code,
-        0,
-        "macuda report failed: {}",
-        String::from_utf8_lossy(&err)
-    );
-    serde_json::from_slice(&out).expect("macuda report --json prints JSON")
+    serde_json::from_str(&macuda_report(path, true)).expect("macuda report --json prints JSON")
 }
 
 fn report_text(path: &std::path::Path) -> String {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let code = cli::run(
-        [
-            "macuda".into(),
-            "report".into(),
-            path.as_os_str().to_owned(),
-        ],
-        &mut out,
-        &mut err,
-    );
-    assert_eq!(code, 0);
-    String::from_utf8(out).unwrap()
+    macuda_report(path, false)
 }
 
 fn inject_mid_workload(actor: &str, action: FaultAction) {

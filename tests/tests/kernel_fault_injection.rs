@@ -10,9 +10,9 @@
 //! failing actor named.
 
 use macuda_core::{FaultAction, FaultPlan};
-use macuda_supervisor::{cli, workload, HostError, ACTORS};
+use macuda_supervisor::{workload, HostError, ACTORS};
 use macuda_tests::fake_rm::FakeCall;
-use macuda_tests::KernelWorld;
+use macuda_tests::{macuda_report, KernelWorld};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -36,25 +36,6 @@ fn workload_requests() -> &'static BTreeMap<String, u64> {
             .map(|(b, a)| (a.name.clone(), a.handled - b.handled))
             .collect()
     })
-}
-
-fn report(path: &std::path::Path, json: bool) -> String {
-    let mut args = vec![
-        "macuda".into(),
-        "report".into(),
-        path.as_os_str().to_owned(),
-    ];
-    if json {
-        args.push("--json".into());
-    }
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert_eq!(
-        cli::run(args, &mut out, &mut err),
-        0,
-        "{}",
-        String::from_utf8_lossy(&err)
-    );
-    String::from_utf8(out).unwrap()
 }
 
 fn inject_mid_workload(actor: &str, action: FaultAction) {
@@ -108,7 +89,7 @@ fn inject_mid_workload(actor: &str, action: FaultAction) {
         .report()
         .expect("the error names its crash report")
         .clone();
-    let json: Value = serde_json::from_str(&report(&path, true)).unwrap();
+    let json: Value = serde_json::from_str(&macuda_report(&path, true)).unwrap();
     assert_eq!(json["cause"]["Failure"]["actor"], actor);
     let steps: Vec<&str> = json["recovery"]
         .as_array()
@@ -124,7 +105,7 @@ fn inject_mid_workload(actor: &str, action: FaultAction) {
     assert!(stop < free, "{steps:?}");
     assert!(pos("bus mastering").is_none() && pos("function-level reset").is_none());
     assert!(pos("leave PCI config and reset to the kernel module").is_some());
-    assert!(report(&path, false).contains(&format!("failure of actor `{actor}`")));
+    assert!(macuda_report(&path, false).contains(&format!("failure of actor `{actor}`")));
     drop(host);
     assert_eq!(world.report_files().len(), 1, "{:?}", world.report_files());
 }

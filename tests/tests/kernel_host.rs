@@ -357,13 +357,19 @@ fn the_demo_workload_runs_on_the_kernel_path() {
     );
 }
 
-#[test]
-fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference() {
-    let world = KernelWorld::new(Duration::from_secs(30));
+/// The benchmark's settings, on the world's fake module.
+fn bench_config(world: &KernelWorld) -> macuda_supervisor::HostConfig {
     let mut config = macuda_supervisor::gpu_bench::bench_config(world.config.device.clone());
     config.opener = world.config.opener.clone();
     config.rm_driver = world.config.rm_driver.clone();
     config.report_dir = world.reports.path().to_path_buf();
+    config
+}
+
+#[test]
+fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference() {
+    let world = KernelWorld::new(Duration::from_secs(30));
+    let config = bench_config(&world);
     let b = macuda_supervisor::gpu_bench::gpu_bench(config, 3000, None, false).unwrap();
     assert!(b.ours_ns > 0.0 && b.ours_caller_ns > 0.0, "{b:?}");
     assert!(b.cuda_loop_ns.is_none());
@@ -375,10 +381,7 @@ fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference()
     assert_eq!(world.fake.0.lock().kernels().len(), 10_000);
     // A reference that is not there is named, not a crash.
     let missing = std::path::Path::new("/nonexistent/launch_bench");
-    let mut config = macuda_supervisor::gpu_bench::bench_config(world.config.device.clone());
-    config.opener = world.config.opener.clone();
-    config.rm_driver = world.config.rm_driver.clone();
-    config.report_dir = world.reports.path().to_path_buf();
+    let config = bench_config(&world);
     let b = macuda_supervisor::gpu_bench::gpu_bench(config, 10, Some(missing), false).unwrap();
     assert!(
         b.reference_note
@@ -411,10 +414,7 @@ fn the_device_script_injects_into_the_middle_of_the_demo() {
 #[ignore = "a measurement, not a check: run by hand to see the actor's costs on the fake"]
 fn print_the_launch_costs_on_the_fake() {
     let world = KernelWorld::new(Duration::from_secs(60));
-    let mut config = macuda_supervisor::gpu_bench::bench_config(world.config.device.clone());
-    config.opener = world.config.opener.clone();
-    config.rm_driver = world.config.rm_driver.clone();
-    config.report_dir = world.reports.path().to_path_buf();
+    let config = bench_config(&world);
     let b = macuda_supervisor::gpu_bench::gpu_bench(config, 50_000, None, true).unwrap();
     eprintln!("{}", b.render());
 }

@@ -462,7 +462,7 @@ fn vector_adds_on_the_gpu(
     launches: usize,
     local_bytes: u32,
 ) -> Result<std::time::Duration, String> {
-    use macuda_hw::methods::{compute, host};
+    use macuda_hw::methods::compute;
     use macuda_hw::push::SUBCHANNEL_COMPUTE;
     use macuda_loader::image::{place_params, Bases};
     use macuda_submit::encode::{qmd_bytes, Bank0Slot};
@@ -604,27 +604,8 @@ fn vector_adds_on_the_gpu(
     let m = |pb: &mut PushBuffer, method: u32, value: u32| {
         pb.method(SUBCHANNEL_COMPUTE, method, value).unwrap();
     };
-    m(
-        &mut pb,
-        host::SET_OBJECT::BYTE_OFFSET,
-        host::SET_OBJECT::NVCLASS.set(0, compute_class),
-    );
     let (shared, local) = format.windows;
-    for (hi, lo, va) in [
-        (
-            compute::SET_SHADER_SHARED_MEMORY_WINDOW_A::BYTE_OFFSET,
-            compute::SET_SHADER_SHARED_MEMORY_WINDOW_B::BYTE_OFFSET,
-            shared,
-        ),
-        (
-            compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A::BYTE_OFFSET,
-            compute::SET_SHADER_LOCAL_MEMORY_WINDOW_B::BYTE_OFFSET,
-            local,
-        ),
-    ] {
-        m(&mut pb, hi, u32::try_from(va >> 32).unwrap());
-        m(&mut pb, lo, va as u32);
-    }
+    pb.bind_compute(compute_class, shared, local).unwrap();
     m(
         &mut pb,
         compute::INVALIDATE_SHADER_CACHES_NO_WFI::BYTE_OFFSET,

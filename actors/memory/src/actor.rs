@@ -181,6 +181,30 @@ impl MemoryActor {
         }
     }
 
+    /// Take VA for `bytes` rounded to `page`, and have RM put memory there
+    /// with `alloc(size, va)`; the VA goes back if RM refuses.
+    fn at_new_va<T>(
+        &mut self,
+        bytes: u64,
+        page: u64,
+        alloc: impl FnOnce(u64, u64) -> Result<T, macuda_gsp::GspError>,
+    ) -> Result<(u64, T), MemoryError> {
+        let size = bytes
+            .checked_next_multiple_of(page)
+            .ok_or(MemoryError::TooLarge { bytes })?;
+        let va = self
+            .va
+            .alloc(size, page)
+            .map_err(MemoryError::VirtualAddress)?;
+        match alloc(size, va) {
+            Ok(t) => Ok((va, t)),
+            Err(e) => {
+                let _ = self.va.free(va);
+                Err(MemoryError::Gsp(e))
+            }
+        }
+    }
+
     fn note_device_alloc(&mut self, bytes: u64) {
         self.stats.device_allocs += 1;
         self.stats.vram_used += bytes;
@@ -224,21 +248,10 @@ impl MemoryService for MemoryActor {
                 })
             }
             Backing::Rm => {
-                let page = video_page(bytes);
-                let size = bytes
-                    .checked_next_multiple_of(page)
-                    .ok_or(MemoryError::TooLarge { bytes })?;
-                let va = self
-                    .va
-                    .alloc(size, page)
-                    .map_err(MemoryError::VirtualAddress)?;
-                let video = match self.gsp.alloc_video(size, va) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        let _ = self.va.free(va);
-                        return Err(MemoryError::Gsp(e));
-                    }
-                };
+                let gsp = self.gsp.clone();
+                let (va, video) = self.at_new_va(bytes, video_page(bytes), |size, va| {
+                    gsp.alloc_video(size, va)
+                })?;
                 self.live.insert(
                     va,
                     Allocation {
@@ -316,21 +329,9 @@ impl MemoryService for MemoryActor {
                 }
             },
             Backing::Rm => {
-                let size = bytes
-                    .max(1)
-                    .checked_next_multiple_of(PAGE_4K)
-                    .ok_or(MemoryError::TooLarge { bytes })?;
-                let va = self
-                    .va
-                    .alloc(size, PAGE_4K)
-                    .map_err(MemoryError::VirtualAddress)?;
-                let pinned = match self.gsp.alloc_pinned(size, va) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        let _ = self.va.free(va);
-                        return Err(MemoryError::Gsp(e));
-                    }
-                };
+                let gsp = self.gsp.clone();
+                let (va, pinned) =
+                    self.at_new_va(bytes.max(1), PAGE_4K, |size, va| gsp.alloc_pinned(size, va))?;
                 self.live.insert(
                     va,
                     Allocation {

@@ -1266,31 +1266,10 @@ impl SubmitActor {
     /// shared and local windows.
     fn prologue(&mut self) -> Result<(), SubmitError> {
         let (shared, local) = self.format.windows;
-        let pb = &mut self.compute.pending;
-        pb.method(
-            SUBCHANNEL_COMPUTE,
-            host::SET_OBJECT::BYTE_OFFSET,
-            host::SET_OBJECT::NVCLASS.set(0, self.channels.compute.class),
-        )
-        .map_err(SubmitError::Format)?;
-        for (hi, lo, va) in [
-            (
-                compute::SET_SHADER_SHARED_MEMORY_WINDOW_A::BYTE_OFFSET,
-                compute::SET_SHADER_SHARED_MEMORY_WINDOW_B::BYTE_OFFSET,
-                shared,
-            ),
-            (
-                compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A::BYTE_OFFSET,
-                compute::SET_SHADER_LOCAL_MEMORY_WINDOW_B::BYTE_OFFSET,
-                local,
-            ),
-        ] {
-            // CAST: the two halves of a window address.
-            pb.method(SUBCHANNEL_COMPUTE, hi, (va >> 32) as u32)
-                .map_err(SubmitError::Format)?;
-            pb.method(SUBCHANNEL_COMPUTE, lo, va as u32)
-                .map_err(SubmitError::Format)?;
-        }
+        self.compute
+            .pending
+            .bind_compute(self.channels.compute.class, shared, local)
+            .map_err(SubmitError::Format)?;
         self.copy
             .pending
             .method(

@@ -151,6 +151,49 @@ impl PushBuffer {
         )
     }
 
+    /// Bind the compute class on its subchannel and set the shared and
+    /// local windows (where generic addresses map to shared and local
+    /// memory): what a compute channel needs before its first launch.
+    ///
+    /// # Errors
+    /// A window address wider than its field.
+    pub fn bind_compute(
+        &mut self,
+        class: u32,
+        shared_window: u64,
+        local_window: u64,
+    ) -> Result<(), FormatError> {
+        self.method(
+            SUBCHANNEL_COMPUTE,
+            host::SET_OBJECT::BYTE_OFFSET,
+            host::SET_OBJECT::NVCLASS.set(0, class),
+        )?;
+        let shared = split_address(
+            compute::SET_SHADER_SHARED_MEMORY_WINDOW_A::BASE_ADDRESS_UPPER,
+            shared_window,
+        )?;
+        let local = split_address(
+            compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A::BASE_ADDRESS_UPPER,
+            local_window,
+        )?;
+        for (hi, lo, (upper, lower)) in [
+            (
+                compute::SET_SHADER_SHARED_MEMORY_WINDOW_A::BYTE_OFFSET,
+                compute::SET_SHADER_SHARED_MEMORY_WINDOW_B::BYTE_OFFSET,
+                shared,
+            ),
+            (
+                compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A::BYTE_OFFSET,
+                compute::SET_SHADER_LOCAL_MEMORY_WINDOW_B::BYTE_OFFSET,
+                local,
+            ),
+        ] {
+            self.method(SUBCHANNEL_COMPUTE, hi, upper)?;
+            self.method(SUBCHANNEL_COMPUTE, lo, lower)?;
+        }
+        Ok(())
+    }
+
     /// Invalidate the instruction, global-data and constant caches without
     /// waiting for idle: code or constants the CPU just wrote are read
     /// fresh by the launches that follow.
@@ -277,6 +320,34 @@ impl PushBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binding_compute_is_set_object_then_both_windows_in_halves() {
+        let mut pb = PushBuffer::new();
+        pb.bind_compute(0xCBC0, 0x7F8A_0000_0000, 0x7F8B_0000_0000)
+            .unwrap();
+        let mut want = PushBuffer::new();
+        for (m, v) in [
+            (host::SET_OBJECT::BYTE_OFFSET, 0xCBC0),
+            (
+                compute::SET_SHADER_SHARED_MEMORY_WINDOW_A::BYTE_OFFSET,
+                0x7F8A,
+            ),
+            (compute::SET_SHADER_SHARED_MEMORY_WINDOW_B::BYTE_OFFSET, 0),
+            (
+                compute::SET_SHADER_LOCAL_MEMORY_WINDOW_A::BYTE_OFFSET,
+                0x7F8B,
+            ),
+            (compute::SET_SHADER_LOCAL_MEMORY_WINDOW_B::BYTE_OFFSET, 0),
+        ] {
+            want.method(SUBCHANNEL_COMPUTE, m, v).unwrap();
+        }
+        assert_eq!(pb.words(), want.words());
+        assert!(
+            PushBuffer::new().bind_compute(0xCBC0, 1 << 50, 0).is_err(),
+            "a window past the field"
+        );
+    }
     use macuda_hw::push::MethodKind;
 
     fn decode_all(words: &[u32]) -> Vec<(u32, Vec<u32>)> {
