@@ -52,6 +52,8 @@ pub enum Step {
     Release {
         address: u64,
         value: u64,
+        /// The engine also writes its clock at `address + 8`.
+        stamped: bool,
     },
     Copy {
         src: u64,
@@ -86,7 +88,13 @@ pub fn steps(words: &[u32]) -> Vec<Step> {
             let value = reg(&regs, host::SEM_PAYLOAD_HI::BYTE_OFFSET) << 32
                 | reg(&regs, host::SEM_PAYLOAD_LO::BYTE_OFFSET);
             if host::SEM_EXECUTE::OPERATION.get(v) == host::SEM_EXECUTE::OPERATION_RELEASE {
-                out.push(Step::Release { address, value });
+                let stamped = host::SEM_EXECUTE::RELEASE_TIMESTAMP.get(v)
+                    == host::SEM_EXECUTE::RELEASE_TIMESTAMP_EN;
+                out.push(Step::Release {
+                    address,
+                    value,
+                    stamped,
+                });
             } else {
                 out.push(Step::Acquire { address, value });
             }
@@ -267,7 +275,7 @@ impl Engines {
     ) -> Result<(), Stall> {
         match step {
             Step::Acquire { .. } | Step::LocalMemory { .. } => {}
-            Step::Release { address, value } => self.release(address, value),
+            Step::Release { address, value, .. } => self.release(address, value),
             Step::Copy {
                 dst,
                 line_bytes,

@@ -53,14 +53,24 @@ pub const MISSING_PARENT: u32 = OBJECT_NOT_FOUND;
 /// another.
 pub const BAD_RANGE: u32 = INVALID_ARGUMENT;
 
-/// The fake GPU's engine shape (the H200's: 8 GPCs of 9 TPC slots).
-pub const FAKE_GR: [(u32, u32); 5] = [
+/// The fake GPU's engine shape (the H200's: 8 GPCs of 9 TPC slots, 132
+/// SMs of 128 cores enabled).
+pub const FAKE_GR: [(u32, u32); 8] = [
     (rm::gr_info::LITTER_NUM_GPCS, 8),
     (rm::gr_info::LITTER_NUM_TPC_PER_GPC, 9),
     (rm::gr_info::LITTER_NUM_SM_PER_TPC, 2),
     (rm::gr_info::MAX_WARPS_PER_SM, 64),
     (rm::gr_info::SM_VERSION, 0x900),
+    (rm::gr_info::MAX_THREADS_PER_WARP, 32),
+    (rm::gr_info::GPU_CORE_COUNT, FAKE_SMS * 128),
+    (rm::gr_info::MAX_SP_PER_SM, 128),
 ];
+
+/// SMs the fake GPU reports.
+pub const FAKE_SMS: u32 = 132;
+/// Its L2 (the H200's 50 MiB) and memory bus.
+pub const FAKE_L2_BYTES: u32 = 50 << 20;
+pub const FAKE_BUS_BITS: u32 = 5120;
 
 /// Host memory standing in for one memory object.
 #[derive(Clone)]
@@ -208,8 +218,13 @@ pub struct FakeModule {
     pub gpu_log: Vec<GpuEvent>,
     /// The RM calls recovery cares about, in order.
     pub calls: Vec<FakeCall>,
+    /// The fake GPU's clock (stamped releases write its nanoseconds).
+    pub clock: std::time::Instant,
     next_token: u32,
 }
+
+/// Where a stamped release puts the clock, after the 64-bit payload.
+const STAMP_CLOCK_OFFSET: u64 = 8;
 
 /// An RM call the fake keeps a record of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,6 +286,7 @@ impl FakeModule {
             recorded: None,
             gpu_log: Vec::new(),
             calls: Vec::new(),
+            clock: std::time::Instant::now(),
             next_token: 0xA,
         }
     }
@@ -485,8 +501,16 @@ impl FakeModule {
                         }
                     }
                 }
-                Step::Release { address, value } => {
+                Step::Release {
+                    address,
+                    value,
+                    stamped,
+                } => {
                     self.write_gpu(address, &value.to_le_bytes());
+                    if stamped {
+                        let ns = u64::try_from(self.clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                        self.write_gpu(address + STAMP_CLOCK_OFFSET, &ns.to_le_bytes());
+                    }
                     self.gpu_log.push(GpuEvent::Release { address, value });
                 }
                 Step::LocalMemory { per_tpc } => {
@@ -956,8 +980,11 @@ impl FakeNode {
                     macuda_hw::rm::FbInfoV2,
                     |f: &mut macuda_hw::rm::FbInfoV2, m: &mut FakeModule| {
                         for e in f.entries.iter_mut().take(f.count as usize) {
-                            if e.index == fb_info::RAM_SIZE || e.index == fb_info::TOTAL_RAM_SIZE {
-                                e.data = m.ram_kib;
+                            match e.index {
+                                fb_info::RAM_SIZE | fb_info::TOTAL_RAM_SIZE => e.data = m.ram_kib,
+                                fb_info::L2CACHE_SIZE => e.data = FAKE_L2_BYTES,
+                                fb_info::BUS_WIDTH => e.data = FAKE_BUS_BITS,
+                                _ => {}
                             }
                         }
                         0

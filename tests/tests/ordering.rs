@@ -96,7 +96,11 @@ fn capture_on(world: NullWorld) -> Captured {
         value: 7,
     });
     launch(2);
-    lane.push(LaneItem::RecordEvent { stream, event });
+    lane.push(LaneItem::RecordEvent {
+        stream,
+        event,
+        timed: false,
+    });
     launch(3);
     launch(4);
     let issued = host.call(|s| s.submit.flush()).unwrap();
@@ -480,4 +484,126 @@ fn the_streams_in_device_memory_are_the_captured_ones_and_run_the_same() {
             .count()
             == 4
     );
+}
+
+#[test]
+fn a_timed_record_waits_for_the_work_before_it_then_stamps_the_clock() {
+    let world = NullWorld::playing_gpu(Duration::from_secs(5));
+    let host = world.start();
+    let k = host
+        .call(|s| s.submit.register_kernel(kernel_desc()))
+        .unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let event = host.call(|s| s.submit.create_event()).unwrap();
+    let launch = |i: u32| {
+        lane.launch(LaneLaunch {
+            stream,
+            kernel: k,
+            grid: [i, 1, 1],
+            block: [32, 1, 1],
+            dynamic_shared_bytes: 0,
+            params: ParamBlock::new(&[i as u8; 16]),
+        });
+    };
+    launch(1);
+    lane.push(LaneItem::Copy {
+        stream,
+        src: 0x2_0000_0000,
+        dst: COPY_DST,
+        bytes: 4096,
+    });
+    lane.push(LaneItem::RecordEvent {
+        stream,
+        event,
+        timed: true,
+    });
+    launch(2);
+    host.call(|s| s.submit.flush()).unwrap();
+    let subs = host.call(|s| s.submit.submissions()).unwrap();
+    let stamp = Engines::new(&subs)
+        .queued("compute")
+        .iter()
+        .find_map(|s| match *s {
+            Step::Release {
+                address,
+                value,
+                stamped: true,
+            } => Some((address, value)),
+            _ => None,
+        })
+        .expect("the timed record stamps on the compute queue");
+    assert_eq!(
+        host.call(|s| s.submit.event_time(event)).unwrap(),
+        None,
+        "nothing ran: no time yet"
+    );
+    for seed in 0..SEEDS / 4 {
+        let mut e = Engines::new(&subs);
+        e.run(seed, &mut reader(&host)).unwrap();
+        let at = position(
+            &e.log,
+            |d| matches!(*d, Done::Release { address, value } if (address, value) == stamp),
+            "the stamp",
+        );
+        let copy = position(
+            &e.log,
+            |d| matches!(d, Done::Copy { dst, .. } if *dst == COPY_DST),
+            "the copy",
+        );
+        assert!(position(&e.log, kernel(1), "kernel 1") < at, "seed {seed}");
+        assert!(copy < at, "seed {seed}: stamped before the copy finished");
+        assert!(at < position(&e.log, kernel(2), "kernel 2"), "seed {seed}");
+    }
+    // The engine writes the payload, then its clock 8 bytes on.
+    let clock = 123_456_789u64;
+    host.call(|s| {
+        s.memory
+            .write_device(stamp.0 + 8, clock.to_le_bytes().to_vec())?;
+        s.memory
+            .write_device(stamp.0, stamp.1.to_le_bytes().to_vec())
+    })
+    .unwrap();
+    assert_eq!(
+        host.call(|s| s.submit.event_time(event)).unwrap(),
+        Some(clock)
+    );
+}
+
+#[test]
+fn events_are_reused_after_destroy_and_untimed_ones_have_no_time() {
+    let world = NullWorld::new(Duration::from_secs(5));
+    let host = world.start();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let a = host.call(|s| s.submit.create_event()).unwrap();
+    let b = host.call(|s| s.submit.create_event()).unwrap();
+    assert_ne!(a, b);
+    lane.push(LaneItem::RecordEvent {
+        stream,
+        event: a,
+        timed: false,
+    });
+    let untimed = host.call(|s| s.submit.event_time(a)).unwrap_err();
+    assert!(
+        matches!(untimed, HostError::Submit(SubmitError::UntimedEvent { .. })),
+        "{untimed:?}"
+    );
+    // The null device runs nothing: a timed record takes the host's clock,
+    // so later records read later times.
+    let mut times = Vec::new();
+    for _ in 0..2 {
+        lane.push(LaneItem::RecordEvent {
+            stream,
+            event: b,
+            timed: true,
+        });
+        times.push(host.call(|s| s.submit.event_time(b)).unwrap().unwrap());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(times[1] >= times[0] + 2_000_000, "{times:?}");
+    host.call(|s| s.submit.destroy_event(a)).unwrap();
+    assert!(host.call(|s| s.submit.query_event(a)).is_err());
+    let c = host.call(|s| s.submit.create_event()).unwrap();
+    assert_eq!(c, a, "the destroyed id is handed out again");
 }

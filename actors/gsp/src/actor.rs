@@ -61,7 +61,34 @@ pub struct DeviceInfo {
     pub name: Option<String>,
     /// The kernel module's version, on that path.
     pub driver_version: Option<String>,
+    /// The SM array and memory system, as a CUDA runtime reports them.
+    pub compute: ComputeFacts,
 }
+
+/// What a CUDA runtime reports of a device beyond its identity: the SM
+/// array and the memory system (`cudaDeviceProp`'s per-device fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComputeFacts {
+    pub sm_count: u32,
+    pub warp_size: u32,
+    pub max_warps_per_sm: u32,
+    pub l2_bytes: u64,
+    pub memory_bus_bits: u32,
+    /// Domain, bus, device and function, where the device has a PCI
+    /// address the host can name.
+    pub pci_location: Option<[u32; 4]>,
+}
+
+/// The null card stands in for an RTX 5090: its published SM count, L2
+/// and memory bus.
+pub const NULL_COMPUTE: ComputeFacts = ComputeFacts {
+    sm_count: 170,
+    warp_size: 32,
+    max_warps_per_sm: 48,
+    l2_bytes: 96 << 20,
+    memory_bus_bits: 512,
+    pci_location: None,
+};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GspStats {
@@ -357,6 +384,7 @@ impl GspActor {
             subdevice,
             name: None,
             driver_version: None,
+            compute: NULL_COMPUTE,
         })
     }
 
@@ -379,6 +407,9 @@ impl GspActor {
                 sms_per_tpc: NULL_GR_SHAPE.sms_per_tpc,
                 max_warps_per_sm: NULL_GR_SHAPE.max_warps_per_sm,
                 sm_version: 0,
+                warp_size: 0,
+                cores: 0,
+                cores_per_sm: 0,
             }
         });
         let chip = ChipIdentity {
@@ -418,6 +449,19 @@ impl GspActor {
             subdevice: ObjectHandle(rm.subdevice()),
             name: Some(identity.name.clone()),
             driver_version: Some(identity.driver_version.clone()),
+            compute: ComputeFacts {
+                sm_count: gr.sm_count(),
+                warp_size: gr.warp_size,
+                max_warps_per_sm: gr.max_warps_per_sm,
+                l2_bytes: identity.l2_bytes,
+                memory_bus_bits: identity.memory_bus_bits,
+                pci_location: Some([
+                    identity.pci.domain,
+                    u32::from(identity.pci.bus),
+                    u32::from(identity.pci.slot),
+                    u32::from(identity.pci.function),
+                ]),
+            },
         };
         self.backend = Backend::Kernel(Box::new(KernelState {
             channels: None,

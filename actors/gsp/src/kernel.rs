@@ -411,6 +411,8 @@ pub struct KernelIdentity {
     pub chip: Option<&'static str>,
     /// Video memory clients can use.
     pub vram_bytes: u64,
+    pub l2_bytes: u64,
+    pub memory_bus_bits: u32,
 }
 
 /// An open RM client with its device and subdevice on one GPU; freed
@@ -1238,10 +1240,13 @@ impl KernelRm {
             rm::gr_info::LITTER_NUM_SM_PER_TPC,
             rm::gr_info::MAX_WARPS_PER_SM,
             rm::gr_info::SM_VERSION,
+            rm::gr_info::MAX_THREADS_PER_WARP,
+            rm::gr_info::GPU_CORE_COUNT,
+            rm::gr_info::MAX_SP_PER_SM,
         ];
         let mut list = indices.map(|index| rm::InfoEntry { index, data: 0 });
         let mut params = rm::GrGetInfo {
-            // CAST: five entries.
+            // CAST: eight entries.
             list_size: list.len() as u32,
             list: list.as_mut_ptr() as u64,
             ..rm::GrGetInfo::default()
@@ -1253,6 +1258,9 @@ impl KernelRm {
             sms_per_tpc: list[2].data,
             max_warps_per_sm: list[3].data,
             sm_version: list[4].data,
+            warp_size: list[5].data,
+            cores: list[6].data,
+            cores_per_sm: list[7].data,
         })
     }
 
@@ -1286,11 +1294,15 @@ impl KernelRm {
         self.control(self.subdevice, control::GPU_GET_NAME_STRING, &mut name)?;
         let mut arch = ArchInfo::default();
         self.control(self.subdevice, control::MC_GET_ARCH_INFO, &mut arch)?;
+        let asked = [fb_info::RAM_SIZE, fb_info::L2CACHE_SIZE, fb_info::BUS_WIDTH];
         let mut fb = FbInfoV2 {
-            count: 1,
+            // CAST: three entries.
+            count: asked.len() as u32,
             ..FbInfoV2::default()
         };
-        fb.entries[0].index = fb_info::RAM_SIZE;
+        for (e, index) in fb.entries.iter_mut().zip(asked) {
+            e.index = index;
+        }
         self.control(self.subdevice, control::FB_GET_INFO_V2, &mut fb)?;
         Ok(KernelIdentity {
             index: self.index,
@@ -1303,6 +1315,8 @@ impl KernelRm {
             implementation: arch.implementation,
             chip: rm::chip_name(arch.architecture, arch.implementation),
             vram_bytes: u64::from(fb.entries[0].data) << 10,
+            l2_bytes: u64::from(fb.entries[1].data),
+            memory_bus_bits: fb.entries[2].data,
         })
     }
 }
@@ -1363,6 +1377,23 @@ pub struct GrFacts {
     pub max_warps_per_sm: u32,
     /// e.g. 0x900 on the H200.
     pub sm_version: u32,
+    pub warp_size: u32,
+    /// FP32 cores of the SMs RM enabled, and per SM: their ratio is the
+    /// SM count (the LITTER figures above are the chip's maximum).
+    pub cores: u32,
+    pub cores_per_sm: u32,
+}
+
+impl GrFacts {
+    /// SMs the engine really has: enabled cores over cores per SM, or the
+    /// chip's most when RM gave no core count.
+    pub fn sm_count(&self) -> u32 {
+        if self.cores > 0 && self.cores_per_sm > 0 {
+            self.cores / self.cores_per_sm
+        } else {
+            self.gpcs * self.tpcs_per_gpc * self.sms_per_tpc
+        }
+    }
 }
 
 /// The supervisor's way to our RM objects on the kernel path, for
@@ -1495,6 +1526,15 @@ impl Drop for KernelRm {
     fn drop(&mut self) {
         // Freeing the client frees the device, subdevice and all below;
         // recovery may have freed it already.
+        if self.freed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        // The same order as recovery's: our channel groups leave the
+        // scheduler before their memory goes with the client (an actor
+        // unwinding from a panic gets here before recovery does).
+        if let Err(e) = self.teardown().stop_channels() {
+            tracing::warn!(error = %e, "stopping our channel groups failed");
+        }
         if self.freed.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return;
         }

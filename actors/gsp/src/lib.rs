@@ -18,8 +18,9 @@ mod objects;
 mod view;
 
 pub use actor::{
-    spawn, ChannelInfo, ChannelSetup, Channels, DeviceInfo, Doorbell, GrShape, GspHandle,
-    GspRequest, GspService, GspStats, PinnedAlloc, RingSpec, RmBackend, RmChoice, VideoAlloc,
+    spawn, ChannelInfo, ChannelSetup, Channels, ComputeFacts, DeviceInfo, Doorbell, GrShape,
+    GspHandle, GspRequest, GspService, GspStats, PinnedAlloc, RingSpec, RmBackend, RmChoice,
+    VideoAlloc, NULL_COMPUTE,
 };
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};

@@ -118,12 +118,26 @@ pub mod fb_info {
     pub const RAM_SIZE: u32 = 7;
     /// All video memory, in KiB.
     pub const TOTAL_RAM_SIZE: u32 = 8;
+    /// Bits of the memory interface.
+    pub const BUS_WIDTH: u32 = 11;
+    /// The heap RM allocates clients' video memory from, in KiB.
+    pub const HEAP_SIZE: u32 = 9;
+    /// L2 cache, in bytes.
+    pub const L2CACHE_SIZE: u32 = 27;
+    /// Video memory less what RM keeps for itself, in KiB.
+    pub const USABLE_RAM_SIZE: u32 = 32;
 }
 
 /// `NV2080_CTRL_GR_INFO_INDEX_*`: what a GR info entry asks for.
 pub mod gr_info {
-    pub const MAX_WARPS_PER_SM: u32 = 0xD;
+    pub const SHADER_PIPE_COUNT: u32 = 0x7;
     pub const SM_VERSION: u32 = 0xC;
+    pub const MAX_WARPS_PER_SM: u32 = 0xD;
+    pub const MAX_THREADS_PER_WARP: u32 = 0xE;
+    /// FP32 cores ("streaming processors") per SM.
+    pub const MAX_SP_PER_SM: u32 = 0x13;
+    /// FP32 cores of the whole engine: SMs times [`MAX_SP_PER_SM`].
+    pub const GPU_CORE_COUNT: u32 = 0x1D;
     pub const LITTER_NUM_GPCS: u32 = 0x14;
     pub const LITTER_NUM_TPC_PER_GPC: u32 = 0x17;
     pub const LITTER_NUM_SM_PER_TPC: u32 = 0x20;

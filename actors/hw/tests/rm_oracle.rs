@@ -315,6 +315,16 @@ fn numbers_match_the_oracle() {
             "NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE",
             fb_info::TOTAL_RAM_SIZE,
         ),
+        ("NV2080_CTRL_FB_INFO_INDEX_BUS_WIDTH", fb_info::BUS_WIDTH),
+        ("NV2080_CTRL_FB_INFO_INDEX_HEAP_SIZE", fb_info::HEAP_SIZE),
+        (
+            "NV2080_CTRL_FB_INFO_INDEX_L2CACHE_SIZE",
+            fb_info::L2CACHE_SIZE,
+        ),
+        (
+            "NV2080_CTRL_FB_INFO_INDEX_USABLE_RAM_SIZE",
+            fb_info::USABLE_RAM_SIZE,
+        ),
     ];
     for (name, ours) in pairs {
         assert_eq!(c[name].as_u64(), Some(u64::from(*ours)), "{name}");
@@ -865,6 +875,22 @@ fn debugger_and_gr_info_structures_match_the_oracle() {
         (
             "NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM",
             u64::from(gr_info::MAX_WARPS_PER_SM),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT",
+            u64::from(gr_info::SHADER_PIPE_COUNT),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP",
+            u64::from(gr_info::MAX_THREADS_PER_WARP),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_MAX_SP_PER_SM",
+            u64::from(gr_info::MAX_SP_PER_SM),
+        ),
+        (
+            "NV2080_CTRL_GR_INFO_INDEX_GPU_CORE_COUNT",
+            u64::from(gr_info::GPU_CORE_COUNT),
         ),
         (
             "NV2080_CTRL_GR_INFO_INDEX_SM_VERSION",

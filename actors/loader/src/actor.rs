@@ -20,7 +20,13 @@ pub struct FunctionInfo {
     pub entry: u64,
     pub code_bytes: u64,
     pub sm: u32,
+    /// The PTX target its code was built from (`.note.nv.cuinfo`), or
+    /// `sm` where the cubin does not say.
+    pub ptx_version: u32,
     pub registers: u32,
+    /// The register cap ptxas compiled for (`__launch_bounds__`,
+    /// `-maxrregcount`), where it recorded one.
+    pub max_registers: Option<u32>,
     /// Static shared memory (including the 1 KiB reserve on sm_90+).
     pub shared_bytes: u64,
     /// Per-thread local memory the kernel needs (stack and frame).
@@ -113,6 +119,8 @@ pub struct ModuleInfo {
     pub id: ModuleId,
     pub sm: u32,
     pub kernels: Vec<String>,
+    /// Its device variables (`__device__`, `__constant__`), by name.
+    pub globals: Vec<String>,
     pub code: DeviceBuffer,
     pub data: Option<DeviceBuffer>,
     pub relocations_applied: usize,
@@ -149,6 +157,8 @@ actor_protocol! {
     Global => fn global(module: ModuleId, name: String) -> GlobalInfo;
     Unload => fn unload(module: ModuleId) -> ();
     Modules => fn modules() -> Vec<ModuleInfo>;
+    /// One module's listing.
+    Module => fn module(module: ModuleId) -> ModuleInfo;
     Stats => fn stats() -> LoaderStats;
 }
 
@@ -252,6 +262,12 @@ impl LoaderService for LoaderActor {
                 .iter()
                 .map(|k| k.name.clone())
                 .collect(),
+            globals: prepared
+                .cubin
+                .globals
+                .iter()
+                .map(|g| g.name.clone())
+                .collect(),
             code,
             data,
             relocations_applied: built.relocations_applied,
@@ -301,7 +317,9 @@ impl LoaderService for LoaderActor {
             entry,
             code_bytes: k.code_bytes,
             sm: c.sm,
+            ptx_version: c.virtual_arch.map_or(c.sm, u32::from),
             registers: k.registers.unwrap_or(0),
+            max_registers: k.max_registers,
             shared_bytes: k.shared_bytes,
             local_bytes: local_bytes(k),
             barriers: k.barriers.unwrap_or(0),
@@ -366,6 +384,13 @@ impl LoaderService for LoaderActor {
 
     fn modules(&mut self) -> Result<Vec<ModuleInfo>, LoaderError> {
         Ok(self.modules.values().map(|m| m.info.clone()).collect())
+    }
+
+    fn module(&mut self, module: ModuleId) -> Result<ModuleInfo, LoaderError> {
+        self.modules
+            .get(&module)
+            .map(|m| m.info.clone())
+            .ok_or(LoaderError::NoSuchModule(module))
     }
 
     fn stats(&mut self) -> Result<LoaderStats, LoaderError> {

@@ -162,8 +162,16 @@ actor_protocol! {
     /// Queue a host-to-device copy on the copy queue.
     Upload => fn upload(dst: u64, bytes: Vec<u8>) -> UploadReceipt;
     CreateEvent => fn create_event() -> EventId;
+    /// Forget an event; its id may be handed out again.
+    DestroyEvent => fn destroy_event(event: EventId) -> ();
     /// Whether the work before the event's record has completed.
     QueryEvent => fn query_event(event: EventId) -> bool;
+    /// Wait for the work before the event's record.
+    SyncEvent => fn sync_event(event: EventId) -> ();
+    /// When a timed record of the event completed, in nanoseconds of the
+    /// engine's clock (the host's where the device executes nothing);
+    /// `None` while it has not.
+    EventTime => fn event_time(event: EventId) -> Option<u64>;
     /// Hand everything queued to the GPU without waiting for it.
     Flush => fn flush() -> u64;
     /// Hand everything queued on `stream` to the GPU and wait for it;
@@ -354,8 +362,13 @@ struct SubmitActor {
     /// arrived (the bug the seed notes tell of, where the timeline went
     /// backwards by a chain's length).
     chain_flush: Option<&'static str>,
-    /// Per event: the (compute, copy) timeline values its record follows.
-    events: Vec<Option<(u64, u64)>>,
+    /// Per event id: its last record, and where its time is.
+    events: Vec<EventSlot>,
+    /// Ids of destroyed events, for reuse.
+    free_events: Vec<u32>,
+    /// The clock host stamps count from (where the device executes
+    /// nothing and cannot stamp).
+    started: Instant,
     /// Why the device declined the last submission, reported at the next
     /// sync point (the lane has no caller to tell).
     refusal: Option<SubmitError>,
@@ -375,9 +388,35 @@ struct SubmitActor {
     stats: SubmitStats,
 }
 
+/// One event's state.
+#[derive(Debug, Clone, Copy, Default)]
+struct EventSlot {
+    live: bool,
+    /// The (compute, copy) timeline values its last record follows.
+    record: Option<(u64, u64)>,
+    /// Where the last timed record's time is.
+    stamp: Option<Stamp>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stamp {
+    /// The compute queue releases `value`, then the engine's clock, into
+    /// the event's stamp slot.
+    Gpu { value: u64 },
+    /// The device declined the work: the host's clock at the record.
+    Host { ns: u64 },
+}
+
 const COMMAND_BYTES: u64 = 2 << 20;
-/// Semaphore memory: two 64-bit timelines, 16 bytes apart.
-const SEMAPHORE_BYTES: u64 = 4096;
+/// Semaphore memory: two 64-bit timelines, 16 bytes apart, then one stamp
+/// slot per event id that can be timed.
+const STAMPS_OFFSET: u64 = 4096;
+/// What a release with timestamp writes: the payload, then the clock.
+const STAMP_BYTES: u64 = 16;
+const STAMP_CLOCK_OFFSET: u64 = 8;
+/// Event ids below this can take timed records.
+pub const TIMED_EVENTS: u32 = 4096;
+const SEMAPHORE_BYTES: u64 = STAMPS_OFFSET + TIMED_EVENTS as u64 * STAMP_BYTES;
 const COPY_SEMAPHORE_OFFSET: u64 = 16;
 /// A 64-bit timeline payload.
 const SEMAPHORE_PAYLOAD_BYTES: u64 = 8;
@@ -423,7 +462,7 @@ impl SubmitActor {
                 LaneItem::Fill {
                     dst, bytes, value, ..
                 } => self.queue_copy(0, 0, dst, 0, bytes, 1, Some(value)),
-                LaneItem::RecordEvent { event, .. } => self.record_event(event),
+                LaneItem::RecordEvent { event, timed, .. } => self.record_event(event, timed),
                 // One compute channel runs every stream in order, so a wait on
                 // a compute event is already satisfied by position.
                 LaneItem::WaitEvent { .. } => Ok(()),
@@ -790,15 +829,86 @@ impl SubmitActor {
         }
     }
 
-    fn record_event(&mut self, event: EventId) -> Result<(), SubmitError> {
+    fn record_event(&mut self, event: EventId, timed: bool) -> Result<(), SubmitError> {
         self.flush_chain_keep_going()?;
-        let slot = self
-            .events
-            .get_mut(event.0 as usize)
-            .ok_or(SubmitError::NoSuchEvent(event))?;
-        *slot = Some((self.compute.issued, self.copy.issued));
+        self.live_event(event)?;
+        let stamp = if timed {
+            Some(self.stamp(event)?)
+        } else {
+            None
+        };
+        let record = (self.compute.issued, self.copy.issued);
+        let slot = &mut self.events[event.0 as usize];
+        slot.record = Some(record);
+        slot.stamp = stamp;
         self.stats.events += 1;
         Ok(())
+    }
+
+    fn live_event(&self, event: EventId) -> Result<&EventSlot, SubmitError> {
+        self.events
+            .get(event.0 as usize)
+            .filter(|e| e.live)
+            .ok_or(SubmitError::NoSuchEvent(event))
+    }
+
+    fn stamp_address(&self, event: EventId) -> u64 {
+        self.compute.semaphore + STAMPS_OFFSET + u64::from(event.0) * STAMP_BYTES
+    }
+
+    /// A compute-queue push buffer that waits for everything queued so far
+    /// (kernels and copies), then releases a fresh timeline value into the
+    /// event's slot with the engine's clock, then on the timeline.
+    fn stamp(&mut self, event: EventId) -> Result<Stamp, SubmitError> {
+        if event.0 >= TIMED_EVENTS {
+            return Err(SubmitError::UntimedEvent {
+                event,
+                limit: TIMED_EVENTS,
+            });
+        }
+        let host = Stamp::Host {
+            ns: u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        };
+        if self.broken() {
+            return Ok(host);
+        }
+        let mut pb = std::mem::take(&mut self.compute.pending);
+        if let Some(v) = self.compute_waits_for_copy.take() {
+            pb.host_semaphore(self.copy.semaphore, v, true)
+                .map_err(SubmitError::Format)?;
+        }
+        if self.compute.issued > 0 {
+            pb.host_semaphore(self.compute.semaphore, self.compute.issued, true)
+                .map_err(SubmitError::Format)?;
+        }
+        self.compute.issued += 1;
+        let value = self.compute.issued;
+        pb.stamped_release(self.stamp_address(event), value)
+            .map_err(SubmitError::Format)?;
+        pb.host_semaphore(self.compute.semaphore, value, false)
+            .map_err(SubmitError::Format)?;
+        match self.submit_compute(pb) {
+            Ok(()) => Ok(Stamp::Gpu { value }),
+            Err(e) if e.is_refusal() => {
+                self.note_failure(e);
+                Ok(host)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read `len` bytes the engines write (semaphores, stamps).
+    fn read_engine_memory(&mut self, address: u64, len: u64) -> Result<Vec<u8>, SubmitError> {
+        if let Some((w, off)) = self.window(address, len) {
+            let mut out = vec![0u8; len as usize];
+            w.view
+                .read(off, &mut out)
+                .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)))?;
+            return Ok(out);
+        }
+        self.memory
+            .read_device(address, len)
+            .map_err(SubmitError::Memory)
     }
 
     /// A full ring: learn from the queue's timeline how far the engine got
@@ -1078,28 +1188,73 @@ impl SubmitService for SubmitActor {
     }
 
     fn create_event(&mut self) -> Result<EventId, SubmitError> {
-        let id = EventId(
-            u32::try_from(self.events.len()).map_err(|_| SubmitError::Invariant {
-                reason: "too many events",
-            })?,
-        );
-        self.events.push(None);
-        Ok(id)
+        let id = match self.free_events.pop() {
+            Some(id) => id,
+            None => {
+                let id = u32::try_from(self.events.len()).map_err(|_| SubmitError::Invariant {
+                    reason: "too many events",
+                })?;
+                self.events.push(EventSlot::default());
+                id
+            }
+        };
+        self.events[id as usize] = EventSlot {
+            live: true,
+            ..EventSlot::default()
+        };
+        Ok(EventId(id))
+    }
+
+    fn destroy_event(&mut self, event: EventId) -> Result<(), SubmitError> {
+        self.drain_lane();
+        self.live_event(event)?;
+        self.events[event.0 as usize] = EventSlot::default();
+        self.free_events.push(event.0);
+        Ok(())
     }
 
     fn query_event(&mut self, event: EventId) -> Result<bool, SubmitError> {
         self.drain_lane();
         self.take_refusal()?;
-        let (compute, copy) = self
-            .events
-            .get(event.0 as usize)
-            .ok_or(SubmitError::NoSuchEvent(event))?
-            .unwrap_or((0, 0));
+        let (compute, copy) = self.live_event(event)?.record.unwrap_or((0, 0));
         let compute_done =
             compute <= self.dropped_through || self.completed(QueueKind::Compute)? >= compute;
         let copy_done =
             copy <= self.copy_dropped_through || self.completed(QueueKind::Copy)? >= copy;
         Ok(compute_done && copy_done)
+    }
+
+    fn sync_event(&mut self, event: EventId) -> Result<(), SubmitError> {
+        self.drain_lane();
+        self.flush_chain_keep_going()?;
+        self.take_refusal()?;
+        let (compute, copy) = self.live_event(event)?.record.unwrap_or((0, 0));
+        if compute > 0 {
+            self.wait_compute(compute)?;
+        }
+        if copy > self.copy_dropped_through {
+            self.wait_timeline(QueueKind::Copy, copy)?;
+        }
+        Ok(())
+    }
+
+    fn event_time(&mut self, event: EventId) -> Result<Option<u64>, SubmitError> {
+        self.drain_lane();
+        match self.live_event(event)?.stamp {
+            None => Err(SubmitError::UntimedEvent {
+                event,
+                limit: TIMED_EVENTS,
+            }),
+            Some(Stamp::Host { ns }) => Ok(Some(ns)),
+            Some(Stamp::Gpu { value }) => {
+                let slot = self.read_engine_memory(self.stamp_address(event), STAMP_BYTES)?;
+                let word = |at: usize| {
+                    let b: [u8; 8] = slot[at..at + 8].try_into().unwrap_or([0; 8]);
+                    u64::from_le_bytes(b)
+                };
+                Ok((word(0) == value).then(|| word(STAMP_CLOCK_OFFSET as usize)))
+            }
+        }
     }
 
     fn flush(&mut self) -> Result<u64, SubmitError> {
@@ -1496,6 +1651,8 @@ pub fn spawn(
         head_qmd: None,
         chain_flush: None,
         events: Vec::new(),
+        free_events: Vec::new(),
+        started: Instant::now(),
         refusal: None,
         dropped_through: 0,
         copy_dropped_through: 0,

@@ -26,6 +26,8 @@ pub enum SubmitError {
     NoSuchKernel(KernelId),
     #[error("no event {0:?}")]
     NoSuchEvent(EventId),
+    #[error("{event:?} has no timed record (only ids below {limit} take one)")]
+    UntimedEvent { event: EventId, limit: u32 },
     #[error("launch has a zero grid or block dimension: grid {grid:?}, block {block:?}")]
     EmptyLaunch { grid: [u32; 3], block: [u32; 3] },
     #[error("`{kernel}` takes a {expected}-byte parameter block, {given} bytes given")]
@@ -92,6 +94,7 @@ impl ActorFault for SubmitError {
             SubmitError::NoSuchStream(_)
             | SubmitError::NoSuchKernel(_)
             | SubmitError::NoSuchEvent(_)
+            | SubmitError::UntimedEvent { .. }
             | SubmitError::EmptyLaunch { .. }
             | SubmitError::ParamBlockSize { .. }
             | SubmitError::Format(_)

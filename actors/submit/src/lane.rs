@@ -106,9 +106,12 @@ pub enum LaneItem {
         bytes: u64,
         value: u32,
     },
+    /// Record `event` after the stream's work so far; a timed record also
+    /// has the engine write its clock there (for elapsed times).
     RecordEvent {
         stream: StreamId,
         event: EventId,
+        timed: bool,
     },
     /// `stream` waits for `event` (possibly recorded on another stream).
     WaitEvent {

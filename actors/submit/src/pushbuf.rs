@@ -132,6 +132,37 @@ impl PushBuffer {
         )
     }
 
+    /// Release `value` at `address` with the engine's clock: the engine
+    /// writes the 64-bit payload, then its nanosecond timestamp at +8, once
+    /// the work before it is idle (what a timed event records).
+    pub fn stamped_release(&mut self, address: u64, value: u64) -> Result<(), FormatError> {
+        let (hi, lo) = split_address(host::SEM_ADDR_HI::OFFSET, address)?;
+        let execute = pack(&[
+            (
+                host::SEM_EXECUTE::OPERATION,
+                host::SEM_EXECUTE::OPERATION_RELEASE,
+            ),
+            (
+                host::SEM_EXECUTE::PAYLOAD_SIZE,
+                host::SEM_EXECUTE::PAYLOAD_SIZE_64BIT,
+            ),
+            (
+                host::SEM_EXECUTE::RELEASE_WFI,
+                host::SEM_EXECUTE::RELEASE_WFI_EN,
+            ),
+            (
+                host::SEM_EXECUTE::RELEASE_TIMESTAMP,
+                host::SEM_EXECUTE::RELEASE_TIMESTAMP_EN,
+            ),
+        ])?;
+        // CAST: the two halves of a 64-bit payload.
+        self.methods(
+            SUBCHANNEL_HOST,
+            host::SEM_ADDR_LO::BYTE_OFFSET,
+            &[lo, hi, value as u32, (value >> 32) as u32, execute],
+        )
+    }
+
     /// Launch the QMD at `qmd_address` (256-byte aligned): SEND_PCAS_A then
     /// the signalling action that invalidates, prefetches and schedules it.
     ///
@@ -388,6 +419,32 @@ mod tests {
         assert_eq!(
             host::SEM_EXECUTE::PAYLOAD_SIZE.get(exec),
             host::SEM_EXECUTE::PAYLOAD_SIZE_64BIT
+        );
+    }
+
+    #[test]
+    fn a_stamped_release_asks_for_the_timestamp_and_only_then() {
+        let mut pb = PushBuffer::new();
+        pb.stamped_release(0x40_0000_1000, 7).unwrap();
+        pb.host_semaphore(0x40_0000_1000, 8, false).unwrap();
+        let d = decode_all(pb.words());
+        assert_eq!(d.len(), 2);
+        assert_eq!(&d[0].1[..4], &[0x1000, 0x40, 7, 0]);
+        let stamped = d[0].1[4];
+        let plain = d[1].1[4];
+        for exec in [stamped, plain] {
+            assert_eq!(
+                host::SEM_EXECUTE::OPERATION.get(exec),
+                host::SEM_EXECUTE::OPERATION_RELEASE
+            );
+        }
+        assert_eq!(
+            host::SEM_EXECUTE::RELEASE_TIMESTAMP.get(stamped),
+            host::SEM_EXECUTE::RELEASE_TIMESTAMP_EN
+        );
+        assert_eq!(
+            host::SEM_EXECUTE::RELEASE_TIMESTAMP.get(plain),
+            host::SEM_EXECUTE::RELEASE_TIMESTAMP_DIS
         );
     }
 
