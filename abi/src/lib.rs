@@ -1,9 +1,30 @@
-//! The C ABI of NVIDIA's CUDA runtime and cuBLAS, as the host code that
-//! nvcc and clang generate (and ggml-cuda) calls it: fat-binary
-//! registration, launches, memory, streams, events and graphs, each entry
-//! catching panics and answering with a CUDA error code. It drives the
-//! in-process Host of `macuda-supervisor` and nothing else; no crate below
-//! it knows the CUDA ABI. The entry points land with the ABI issue; until
-//! then this crate only fixes its place in the workspace.
+//! The C ABI of NVIDIA's CUDA runtime, as the host code that nvcc and
+//! clang generate (and ggml-cuda) calls it: fat-binary registration,
+//! launches, memory, streams, events and graphs, each entry catching
+//! panics and answering with a CUDA error code. Built as `libcudart.a`
+//! (and, by abi/build-libs.sh, the shared libraries with the sonames
+//! NVIDIA's runtime has for CUDA 12 and 13), so a program linked with
+//! `-lcudart` gets this runtime.
+//!
+//! It drives the in-process Host of `macuda-supervisor` (device in
+//! `MACUDA_DEVICE`) and nothing else; no crate below it knows the CUDA
+//! ABI. `MACUDA_LAUNCH_LOG=FILE` logs every launch as a JSON line.
 
-pub use macuda_supervisor::Host;
+pub mod api;
+pub mod device;
+pub mod error;
+pub mod graph;
+pub mod launch;
+pub mod launch_log;
+pub mod memory;
+pub mod names;
+pub mod registry;
+pub mod runtime;
+pub mod streams;
+pub mod types;
+pub mod work;
+
+pub use error::CudaError;
+
+/// The compute capability assumed for a chip the table does not know.
+pub const DEFAULT_SM: u32 = 120;

@@ -32,4 +32,6 @@ pub use encode::{
     BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchShape,
 };
 pub use error::SubmitError;
-pub use lane::{EventId, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock};
+pub use lane::{
+    EventId, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock, INLINE_PARAM_BYTES,
+};

@@ -1,0 +1,689 @@
+//! Device and pinned host allocations, and the copies and fills between
+//! them. The runtime keeps its own map of what it handed out, so a pointer
+//! is classified (device, pinned host, pageable host) without asking an
+//! actor, and a bad one is refused with a CUDA error before anything is
+//! queued.
+//!
+//! On a GPU, copies run on the copy engine in stream order: device and
+//! pinned memory directly, pageable host memory through a pinned staging
+//! buffer a chunk at a time. On the null device the CPU does them at the
+//! call (it keeps the device's memory).
+
+use crate::error::CudaError;
+use crate::runtime::{Execution, Runtime};
+use crate::streams::StreamState;
+use crate::types::memcpy_kind;
+use macuda_gsp::CpuView;
+use macuda_submit::LaneItem;
+use parking_lot::Mutex;
+use std::alloc::Layout;
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+/// Bytes a staged copy moves per chunk.
+pub const STAGING_BYTES: u64 = 8 << 20;
+/// Host pages.
+const PAGE: usize = 4096;
+
+/// Pinned host memory: the memory actor's (a GPU address and a CPU view),
+/// or, where the device executes nothing, ordinary pages of ours.
+enum HostBacking {
+    Gpu { va: u64, _view: CpuView },
+    Ours { layout: Layout },
+}
+
+struct HostAlloc {
+    bytes: usize,
+    backing: HostBacking,
+}
+
+impl HostAlloc {
+    /// Its address for the device: the GPU's mapping, or on the null
+    /// device (where nothing reads it) the host address itself, as with
+    /// unified addressing.
+    fn va(&self, host: usize) -> u64 {
+        match self.backing {
+            HostBacking::Gpu { va, .. } => va,
+            HostBacking::Ours { .. } => host as u64,
+        }
+    }
+}
+
+/// What the runtime handed out, by address.
+#[derive(Default)]
+pub struct MemoryMap {
+    device: BTreeMap<u64, u64>,
+    /// Loaded modules' device memory (where their variables live): device
+    /// memory to copies, but not the program's to free.
+    modules: BTreeMap<u64, u64>,
+    host: BTreeMap<usize, HostAlloc>,
+    /// `cudaHostRegister` ranges.
+    registered: BTreeMap<usize, usize>,
+}
+
+// SAFETY: the raw host memory in the map is owned by it and only reached
+// through the runtime's lock.
+unsafe impl Send for MemoryMap {}
+
+/// One side of a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Device(u64),
+    /// Pinned host memory, with the GPU's address for it where it has one.
+    Pinned {
+        host: usize,
+        va: Option<u64>,
+    },
+    /// Pageable host memory (or registered: we do not map it for the GPU).
+    Host(usize),
+}
+
+impl End {
+    /// Where the copy engine can reach it.
+    fn gpu(self) -> Option<u64> {
+        match self {
+            End::Device(va) => Some(va),
+            End::Pinned { va, .. } => va,
+            End::Host(_) => None,
+        }
+    }
+
+    fn host(self) -> Option<usize> {
+        match self {
+            End::Device(_) => None,
+            End::Pinned { host, .. } | End::Host(host) => Some(host),
+        }
+    }
+
+    fn offset(self, by: u64) -> End {
+        match self {
+            End::Device(va) => End::Device(va + by),
+            End::Pinned { host, va } => End::Pinned {
+                host: host + by as usize,
+                va: va.map(|v| v + by),
+            },
+            End::Host(h) => End::Host(h + by as usize),
+        }
+    }
+}
+
+/// What a pointer is, for `cudaPointerGetAttributes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointerKind {
+    Device,
+    Pinned { va: Option<u64> },
+    Registered,
+    Unknown,
+}
+
+fn within(map: &BTreeMap<u64, u64>, p: u64, len: u64) -> Option<u64> {
+    let (&base, &bytes) = map.range(..=p).next_back()?;
+    (p - base < bytes.max(1) && p - base + len <= bytes).then_some(base)
+}
+
+impl MemoryMap {
+    /// Device memory the loader placed a module's variables in.
+    pub fn add_module_memory(&mut self, va: u64, bytes: u64) {
+        self.modules.insert(va, bytes);
+    }
+
+    fn device_within(&self, p: u64, len: u64) -> Option<u64> {
+        within(&self.device, p, len).or_else(|| within(&self.modules, p, len))
+    }
+
+    pub fn pointer(&self, p: usize) -> PointerKind {
+        if self.device_within(p as u64, 0).is_some() {
+            return PointerKind::Device;
+        }
+        if let Some((&base, a)) = self.host.range(..=p).next_back() {
+            if p - base < a.bytes {
+                return PointerKind::Pinned {
+                    va: Some(a.va(base) + (p - base) as u64),
+                };
+            }
+        }
+        if let Some((&base, &bytes)) = self.registered.range(..=p).next_back() {
+            if p - base < bytes {
+                return PointerKind::Registered;
+            }
+        }
+        PointerKind::Unknown
+    }
+
+    /// One side of a copy of `len` bytes at `p`, which the copy's kind says
+    /// is on the device (`device: Some(true)`), on the host (`Some(false)`)
+    /// or either (`None`, cudaMemcpyDefault).
+    pub fn end(&self, p: usize, len: u64, device: Option<bool>) -> Result<End, CudaError> {
+        if p == 0 {
+            return Err(CudaError::INVALID_VALUE);
+        }
+        let kind = self.pointer(p);
+        let on_device = kind == PointerKind::Device;
+        if device.is_some_and(|d| d != on_device) {
+            return Err(CudaError::INVALID_VALUE);
+        }
+        match kind {
+            PointerKind::Device => {
+                self.device_within(p as u64, len)
+                    .ok_or(CudaError::INVALID_VALUE)?;
+                Ok(End::Device(p as u64))
+            }
+            PointerKind::Pinned { va } => Ok(End::Pinned { host: p, va }),
+            PointerKind::Registered | PointerKind::Unknown => Ok(End::Host(p)),
+        }
+    }
+
+    /// The allocation a device pointer starts, if it starts one.
+    pub fn device_base(&self, p: u64) -> Option<u64> {
+        self.device.get(&p).copied()
+    }
+
+    /// `len` bytes at `p` lie inside one device allocation.
+    pub fn device_range(&self, p: u64, len: u64) -> Result<(), CudaError> {
+        self.device_within(p, len)
+            .map(|_| ())
+            .ok_or(CudaError::INVALID_VALUE)
+    }
+}
+
+/// Where a copy's ends are, by its kind.
+fn sides(kind: i32) -> Result<(Option<bool>, Option<bool>), CudaError> {
+    // (dst on device, src on device)
+    Ok(match kind {
+        memcpy_kind::HOST_TO_HOST => (Some(false), Some(false)),
+        memcpy_kind::HOST_TO_DEVICE => (Some(true), Some(false)),
+        memcpy_kind::DEVICE_TO_HOST => (Some(false), Some(true)),
+        memcpy_kind::DEVICE_TO_DEVICE => (Some(true), Some(true)),
+        memcpy_kind::DEFAULT => (None, None),
+        _ => return Err(CudaError::INVALID_MEMCPY_DIRECTION),
+    })
+}
+
+/// A 1-D copy as the program asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyOp {
+    pub dst: usize,
+    pub src: usize,
+    pub bytes: u64,
+    pub kind: i32,
+}
+
+/// A 2-D copy: `height` rows of `width` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Copy2dOp {
+    pub dst: usize,
+    pub dpitch: u64,
+    pub src: usize,
+    pub spitch: u64,
+    pub width: u64,
+    pub height: u64,
+    pub kind: i32,
+}
+
+/// A fill of device memory with one byte value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FillOp {
+    pub dst: u64,
+    pub value: u8,
+    pub bytes: u64,
+}
+
+impl CopyOp {
+    /// Both ends, checked.
+    pub fn ends(&self, rt: &Runtime) -> Result<(End, End), CudaError> {
+        let (d, s) = sides(self.kind)?;
+        let m = rt.memory.lock();
+        Ok((
+            m.end(self.dst, self.bytes, d)?,
+            m.end(self.src, self.bytes, s)?,
+        ))
+    }
+}
+
+impl Copy2dOp {
+    pub fn check(&self, rt: &Runtime) -> Result<(End, End), CudaError> {
+        if self.width > self.dpitch || self.width > self.spitch {
+            return Err(CudaError::INVALID_PITCH_VALUE);
+        }
+        let extent = |pitch: u64| pitch * self.height.saturating_sub(1) + self.width;
+        let (d, s) = sides(self.kind)?;
+        let m = rt.memory.lock();
+        Ok((
+            m.end(self.dst, extent(self.dpitch), d)?,
+            m.end(self.src, extent(self.spitch), s)?,
+        ))
+    }
+}
+
+impl FillOp {
+    pub fn check(&self, rt: &Runtime) -> Result<(), CudaError> {
+        rt.memory.lock().device_range(self.dst, self.bytes)
+    }
+}
+
+/// The pinned buffer pageable copies go through, made on first use.
+struct Staging {
+    va: u64,
+    view: CpuView,
+}
+
+static STAGING: LazyLock<Mutex<Option<Staging>>> = LazyLock::new(|| Mutex::new(None));
+
+fn with_staging<T>(
+    rt: &Runtime,
+    f: impl FnOnce(&Staging) -> Result<T, CudaError>,
+) -> Result<T, CudaError> {
+    let mut g = STAGING.lock();
+    if g.is_none() {
+        let h = rt.call(|s| s.memory.alloc_host(STAGING_BYTES))?;
+        match (h.va, h.view) {
+            (Some(va), Some(view)) => *g = Some(Staging { va, view }),
+            _ => return Err(CudaError::MEMORY_ALLOCATION),
+        }
+    }
+    let s = g.as_ref().ok_or(CudaError::MEMORY_ALLOCATION)?;
+    f(s)
+}
+
+fn sync(rt: &Runtime, stream: &StreamState) -> Result<(), CudaError> {
+    let id = stream.id;
+    rt.call_done(|s| s.submit.synchronize(id)).map(|_| ())
+}
+
+/// Run a 1-D copy now (it is not being captured).
+pub fn run_copy(
+    rt: &Runtime,
+    dst: End,
+    src: End,
+    bytes: u64,
+    stream: &StreamState,
+    sync_after: bool,
+) -> Result<(), CudaError> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    match rt.execution {
+        Execution::Nothing => cpu_copy(rt, dst, src, bytes),
+        Execution::Gpu => gpu_copy(rt, dst, src, bytes, stream, sync_after),
+    }
+}
+
+fn gpu_copy(
+    rt: &Runtime,
+    dst: End,
+    src: End,
+    bytes: u64,
+    stream: &StreamState,
+    sync_after: bool,
+) -> Result<(), CudaError> {
+    match (dst.gpu(), src.gpu()) {
+        (Some(d), Some(s)) => {
+            rt.lane.push(LaneItem::Copy {
+                stream: stream.id,
+                src: s,
+                dst: d,
+                bytes,
+            });
+            if sync_after {
+                sync(rt, stream)?;
+            }
+            Ok(())
+        }
+        (Some(d), None) => {
+            let host = src.host().ok_or(CudaError::INVALID_VALUE)?;
+            with_staging(rt, |st| {
+                let mut done = 0;
+                while done < bytes {
+                    let n = (bytes - done).min(STAGING_BYTES);
+                    // The staging buffer is free once earlier work is done.
+                    sync(rt, stream)?;
+                    // SAFETY: the caller's source holds `bytes` readable
+                    // bytes (the CUDA contract for a host pointer).
+                    let part = unsafe {
+                        std::slice::from_raw_parts((host + done as usize) as *const u8, n as usize)
+                    };
+                    st.view.write(0, part).map_err(|_| CudaError::UNKNOWN)?;
+                    rt.lane.push(LaneItem::Copy {
+                        stream: stream.id,
+                        src: st.va,
+                        dst: d + done,
+                        bytes: n,
+                    });
+                    done += n;
+                }
+                sync(rt, stream)
+            })
+        }
+        (None, Some(s)) => {
+            let host = dst.host().ok_or(CudaError::INVALID_VALUE)?;
+            with_staging(rt, |st| {
+                let mut done = 0;
+                while done < bytes {
+                    let n = (bytes - done).min(STAGING_BYTES);
+                    rt.lane.push(LaneItem::Copy {
+                        stream: stream.id,
+                        src: s + done,
+                        dst: st.va,
+                        bytes: n,
+                    });
+                    sync(rt, stream)?;
+                    // SAFETY: the caller's destination holds `bytes`
+                    // writable bytes.
+                    let part = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            (host + done as usize) as *mut u8,
+                            n as usize,
+                        )
+                    };
+                    st.view.read(0, part).map_err(|_| CudaError::UNKNOWN)?;
+                    done += n;
+                }
+                Ok(())
+            })
+        }
+        (None, None) => {
+            // Host to host: in stream order, then on the CPU.
+            sync(rt, stream)?;
+            cpu_copy(rt, dst, src, bytes)
+        }
+    }
+}
+
+/// A copy the CPU does: host memory directly, device memory through the
+/// memory actor.
+fn cpu_copy(rt: &Runtime, dst: End, src: End, bytes: u64) -> Result<(), CudaError> {
+    let mut done = 0;
+    while done < bytes {
+        let n = (bytes - done).min(STAGING_BYTES);
+        let data = match src.offset(done) {
+            End::Device(va) => rt.call(|s| s.memory.read_device(va, n))?,
+            e => {
+                let h = e.host().ok_or(CudaError::INVALID_VALUE)?;
+                // SAFETY: `n` readable bytes at the caller's source.
+                unsafe { std::slice::from_raw_parts(h as *const u8, n as usize) }.to_vec()
+            }
+        };
+        match dst.offset(done) {
+            End::Device(va) => rt.call(|s| s.memory.write_device(va, data))?,
+            e => {
+                let h = e.host().ok_or(CudaError::INVALID_VALUE)?;
+                // SAFETY: `n` writable bytes at the caller's destination;
+                // the source was copied out first, so overlap is harmless.
+                unsafe { std::ptr::copy(data.as_ptr(), h as *mut u8, n as usize) };
+            }
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// Run a 2-D copy now.
+pub fn run_copy2d(
+    rt: &Runtime,
+    op: &Copy2dOp,
+    dst: End,
+    src: End,
+    stream: &StreamState,
+    sync_after: bool,
+) -> Result<(), CudaError> {
+    if op.width == 0 || op.height == 0 {
+        return Ok(());
+    }
+    if let (Execution::Gpu, Some(d), Some(s)) = (rt.execution, dst.gpu(), src.gpu()) {
+        rt.lane.push(LaneItem::Copy2d {
+            stream: stream.id,
+            src: s,
+            src_pitch: op.spitch,
+            dst: d,
+            dst_pitch: op.dpitch,
+            width: op.width,
+            height: op.height,
+        });
+        if sync_after {
+            sync(rt, stream)?;
+        }
+        return Ok(());
+    }
+    for row in 0..op.height {
+        run_copy(
+            rt,
+            dst.offset(row * op.dpitch),
+            src.offset(row * op.spitch),
+            op.width,
+            stream,
+            false,
+        )?;
+    }
+    if sync_after && rt.execution == Execution::Gpu {
+        sync(rt, stream)?;
+    }
+    Ok(())
+}
+
+/// Run a fill now.
+pub fn run_fill(
+    rt: &Runtime,
+    op: &FillOp,
+    stream: &StreamState,
+    sync_after: bool,
+) -> Result<(), CudaError> {
+    if op.bytes == 0 {
+        return Ok(());
+    }
+    if rt.execution == Execution::Nothing {
+        let mut done = 0;
+        while done < op.bytes {
+            let n = (op.bytes - done).min(STAGING_BYTES);
+            let va = op.dst + done;
+            rt.call(|s| s.memory.write_device(va, vec![op.value; n as usize]))?;
+            done += n;
+        }
+        return Ok(());
+    }
+    // The copy engine fills four-byte words: the aligned middle that way,
+    // the ragged ends (under four bytes each) copied from staging.
+    const WORD: u64 = 4;
+    let start = op.dst.next_multiple_of(WORD).min(op.dst + op.bytes);
+    let end = ((op.dst + op.bytes) / WORD * WORD).max(start);
+    if end > start {
+        rt.lane.push(LaneItem::Fill {
+            stream: stream.id,
+            dst: start,
+            bytes: end - start,
+            value: u32::from_ne_bytes([op.value; 4]),
+        });
+    }
+    for (at, n) in [(op.dst, start - op.dst), (end, op.dst + op.bytes - end)] {
+        if n > 0 {
+            with_staging(rt, |st| {
+                sync(rt, stream)?;
+                st.view
+                    .write(0, &vec![op.value; n as usize])
+                    .map_err(|_| CudaError::UNKNOWN)?;
+                rt.lane.push(LaneItem::Copy {
+                    stream: stream.id,
+                    src: st.va,
+                    dst: at,
+                    bytes: n,
+                });
+                sync(rt, stream)
+            })?;
+        }
+    }
+    if sync_after {
+        sync(rt, stream)?;
+    }
+    Ok(())
+}
+
+/// `cudaMalloc`.
+pub fn alloc_device(rt: &Runtime, bytes: u64) -> Result<u64, CudaError> {
+    if bytes == 0 {
+        return Ok(0);
+    }
+    let b = rt
+        .call_host(|s| s.memory.alloc_device(bytes))
+        .map_err(|e| match rt.cuda_error(&e) {
+            e if e.is_sticky() => e,
+            _ => CudaError::MEMORY_ALLOCATION,
+        })?;
+    rt.memory.lock().device.insert(b.va, b.bytes.max(bytes));
+    Ok(b.va)
+}
+
+/// `cudaFree`: waits for the device first (work queued may still use the
+/// memory), as NVIDIA's does.
+pub fn free_device(rt: &Runtime, va: u64) -> Result<(), CudaError> {
+    if va == 0 {
+        return Ok(());
+    }
+    if rt.memory.lock().device_base(va).is_none() {
+        return Err(CudaError::INVALID_VALUE);
+    }
+    rt.synchronize_all()?;
+    rt.memory.lock().device.remove(&va);
+    rt.call(|s| s.memory.free_device(va)).map(|_| ())
+}
+
+/// `cudaMallocHost` / `cudaHostAlloc`.
+pub fn alloc_host(rt: &Runtime, bytes: u64) -> Result<usize, CudaError> {
+    let bytes = bytes.max(1);
+    let alloc = match rt.execution {
+        Execution::Gpu => {
+            let h = rt.call(|s| s.memory.alloc_host(bytes)).map_err(|e| {
+                if e.is_sticky() {
+                    e
+                } else {
+                    CudaError::MEMORY_ALLOCATION
+                }
+            })?;
+            match (h.va, h.view) {
+                (Some(va), Some(view)) => (
+                    view.as_ptr() as usize,
+                    HostAlloc {
+                        bytes: bytes as usize,
+                        backing: HostBacking::Gpu { va, _view: view },
+                    },
+                ),
+                _ => return Err(CudaError::MEMORY_ALLOCATION),
+            }
+        }
+        Execution::Nothing => {
+            let layout = Layout::from_size_align(bytes as usize, PAGE)
+                .map_err(|_| CudaError::MEMORY_ALLOCATION)?;
+            // SAFETY: the layout is non-zero in size.
+            let p = unsafe { std::alloc::alloc_zeroed(layout) };
+            if p.is_null() {
+                return Err(CudaError::MEMORY_ALLOCATION);
+            }
+            (
+                p as usize,
+                HostAlloc {
+                    bytes: bytes as usize,
+                    backing: HostBacking::Ours { layout },
+                },
+            )
+        }
+    };
+    let p = alloc.0;
+    rt.memory.lock().host.insert(p, alloc.1);
+    Ok(p)
+}
+
+/// `cudaFreeHost`.
+pub fn free_host(rt: &Runtime, p: usize) -> Result<(), CudaError> {
+    if p == 0 {
+        return Ok(());
+    }
+    let a = rt
+        .memory
+        .lock()
+        .host
+        .remove(&p)
+        .ok_or(CudaError::INVALID_VALUE)?;
+    match a.backing {
+        HostBacking::Gpu { va, .. } => {
+            rt.synchronize_all()?;
+            rt.call(|s| s.memory.free_host(va)).map(|_| ())
+        }
+        HostBacking::Ours { layout } => {
+            // SAFETY: allocated above with this layout, and removed from
+            // the map so it is freed once.
+            unsafe { std::alloc::dealloc(p as *mut u8, layout) };
+            Ok(())
+        }
+    }
+}
+
+/// `cudaHostRegister`: the range is remembered (copies from it are
+/// staged); no GPU mapping of it is made.
+pub fn register_host(rt: &Runtime, p: usize, bytes: usize) -> Result<(), CudaError> {
+    if p == 0 || bytes == 0 {
+        return Err(CudaError::INVALID_VALUE);
+    }
+    let mut m = rt.memory.lock();
+    let overlaps =
+        |map_start: usize, map_len: usize| p < map_start + map_len && map_start < p + bytes;
+    if m.registered.iter().any(|(&s, &l)| overlaps(s, l))
+        || m.host.iter().any(|(&s, a)| overlaps(s, a.bytes))
+    {
+        return Err(CudaError::HOST_MEMORY_ALREADY_REGISTERED);
+    }
+    m.registered.insert(p, bytes);
+    Ok(())
+}
+
+pub fn unregister_host(rt: &Runtime, p: usize) -> Result<(), CudaError> {
+    rt.memory
+        .lock()
+        .registered
+        .remove(&p)
+        .map(|_| ())
+        .ok_or(CudaError::HOST_MEMORY_NOT_REGISTERED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> MemoryMap {
+        let mut m = MemoryMap::default();
+        m.device.insert(0x10_0000, 0x1000);
+        m.registered.insert(0x7000_0000, 0x100);
+        m
+    }
+
+    #[test]
+    fn pointers_are_classified_by_what_was_handed_out() {
+        let m = map();
+        assert_eq!(m.pointer(0x10_0800), PointerKind::Device);
+        assert_eq!(
+            m.pointer(0x10_1000),
+            PointerKind::Unknown,
+            "one past the end"
+        );
+        assert_eq!(m.pointer(0x7000_0010), PointerKind::Registered);
+        assert_eq!(
+            m.end(0x10_0000, 0x1000, Some(true)),
+            Ok(End::Device(0x10_0000))
+        );
+        assert_eq!(
+            m.end(0x10_0800, 0x1000, Some(true)),
+            Err(CudaError::INVALID_VALUE),
+            "runs past the allocation"
+        );
+        assert_eq!(
+            m.end(0x5555_0000, 16, Some(true)),
+            Err(CudaError::INVALID_VALUE),
+            "a host pointer where the kind says device"
+        );
+        assert_eq!(
+            m.end(0x10_0000, 16, Some(false)),
+            Err(CudaError::INVALID_VALUE),
+            "a device pointer where the kind says host"
+        );
+        assert_eq!(m.end(0x5555_0000, 16, None), Ok(End::Host(0x5555_0000)));
+        assert_eq!(m.end(0, 16, None), Err(CudaError::INVALID_VALUE));
+        assert_eq!(sides(7), Err(CudaError::INVALID_MEMCPY_DIRECTION));
+    }
+}

@@ -1,0 +1,264 @@
+//! The process's one runtime: the Host it drives, started on the first call
+//! that needs a device, and the state CUDA keeps per process (streams,
+//! events, allocations, graphs). Nothing here runs before a CUDA call
+//! needs it: registration happens in static constructors, before `main`.
+//!
+//! The device comes from `MACUDA_DEVICE` (the CLI's `--device` forms). Left
+//! unset, the best GPU present is used and, with none, calls answer
+//! `cudaErrorNoDevice` as NVIDIA's runtime does; the null device (which
+//! executes nothing) is used only when asked for by name.
+
+use crate::device::{arch_limits, DeviceFacts};
+use crate::error::CudaError;
+use crate::graph::GraphTable;
+use crate::launch_log::LaunchLog;
+use crate::memory::MemoryMap;
+use crate::streams::{EventTable, StreamTable};
+use macuda_gsp::RmBackend;
+use macuda_pci::DeviceSpec;
+use macuda_pci::{NullCard, NullOpener, NullProfile};
+use macuda_submit::{LaunchLane, StreamId};
+use macuda_supervisor::{Host, HostConfig, HostError, Stack};
+use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Whether work runs anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Execution {
+    /// A GPU runs kernels and copies, in stream order.
+    Gpu,
+    /// The null device: memory is kept (host memory stands in for video
+    /// memory), copies and memsets are done by the CPU at the call, and
+    /// launches are checked, logged and counted but run nowhere.
+    Nothing,
+}
+
+/// How long a call waits on the actors before the Host gives up on them.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// How long exit waits for calls still in flight on other threads.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+pub struct Runtime {
+    host: RwLock<Option<Host>>,
+    pub stack: Stack,
+    pub lane: LaunchLane,
+    pub execution: Execution,
+    pub facts: DeviceFacts,
+    /// The submit stream the legacy and per-thread default streams use.
+    pub default_stream: StreamId,
+    pub streams: StreamTable,
+    pub events: EventTable,
+    pub graphs: GraphTable,
+    pub memory: Mutex<MemoryMap>,
+    pub log: Option<LaunchLog>,
+}
+
+static RUNTIME: OnceLock<Result<Runtime, CudaError>> = OnceLock::new();
+/// Set at exit: later calls answer `cudaErrorCudartUnloading`.
+static UNLOADING: AtomicBool = AtomicBool::new(false);
+
+/// The runtime, started on first use.
+pub fn runtime() -> Result<&'static Runtime, CudaError> {
+    if UNLOADING.load(Ordering::Acquire) {
+        return Err(CudaError::CUDART_UNLOADING);
+    }
+    match RUNTIME.get_or_init(start) {
+        Ok(r) => Ok(r),
+        Err(e) => Err(*e),
+    }
+}
+
+/// The runtime if it has started (for exit paths that must not start it).
+pub fn started() -> Option<&'static Runtime> {
+    RUNTIME.get().and_then(|r| r.as_ref().ok())
+}
+
+pub fn unloading() -> bool {
+    UNLOADING.load(Ordering::Acquire)
+}
+
+/// The device `MACUDA_DEVICE` names.
+fn chosen_device() -> Result<DeviceSpec, CudaError> {
+    let asked = std::env::var("MACUDA_DEVICE").unwrap_or_default();
+    let spec: DeviceSpec = asked.parse().map_err(|e| {
+        eprintln!("macuda: MACUDA_DEVICE: {e}");
+        CudaError::INITIALIZATION_ERROR
+    })?;
+    if spec != DeviceSpec::Auto {
+        return Ok(spec);
+    }
+    let (found, _) = DeviceSpec::Auto.resolve();
+    if found == DeviceSpec::Null {
+        // A program asking for a GPU must not get one that runs nothing.
+        return Err(CudaError::NO_DEVICE);
+    }
+    Ok(found)
+}
+
+/// The Host config the runtime uses for `spec`: the null card keeps its
+/// memory (so copies and memsets work), and Ctrl-C stays the program's.
+pub fn host_config(spec: DeviceSpec) -> HostConfig {
+    let mut config = HostConfig::new(spec.clone());
+    config.deadline = DEADLINE;
+    if spec == DeviceSpec::Null {
+        let mut profile = NullProfile::gb202();
+        profile.keeps_vram = true;
+        config.opener = Some(Arc::new(NullOpener::new(NullCard::new(profile))));
+    }
+    config
+}
+
+fn start() -> Result<Runtime, CudaError> {
+    let spec = chosen_device()?;
+    let host = Host::start(host_config(spec)).map_err(|e| {
+        eprintln!(
+            "macuda: the device did not start: {}",
+            macuda_core::error_chain(&e).join(": ")
+        );
+        CudaError::INITIALIZATION_ERROR
+    })?;
+    let rt = Runtime::over(host).map_err(|e| {
+        eprintln!(
+            "macuda: the runtime did not start: {}",
+            macuda_core::error_chain(&e).join(": ")
+        );
+        CudaError::INITIALIZATION_ERROR
+    })?;
+    register_exit();
+    Ok(rt)
+}
+
+extern "C" {
+    fn atexit(f: extern "C" fn()) -> i32;
+}
+
+fn register_exit() {
+    // SAFETY: atexit takes a plain function; on_exit is one.
+    if unsafe { atexit(on_exit) } != 0 {
+        tracing::warn!("atexit refused: the Host will not be shut down at exit");
+    }
+}
+
+/// At exit: no more calls, then the Host's normal shutdown (the recovery
+/// contract's exit path).
+extern "C" fn on_exit() {
+    UNLOADING.store(true, Ordering::Release);
+    if let Some(rt) = started() {
+        rt.shutdown();
+    }
+}
+
+impl Runtime {
+    /// The runtime over a Host that has started.
+    ///
+    /// # Errors
+    /// The stack refusing the lane or the default stream.
+    pub fn over(host: Host) -> Result<Runtime, HostError> {
+        let stack = host.stack().clone();
+        let lane = host.call(|s| s.submit.lane())?;
+        let default_stream = host.call(|s| s.submit.create_stream())?;
+        let device = host.device().clone();
+        let execution = match device.rm {
+            RmBackend::Null => Execution::Nothing,
+            RmBackend::KernelModule => Execution::Gpu,
+        };
+        let sm = device
+            .chip
+            .chip
+            .compute_capability()
+            .unwrap_or(crate::DEFAULT_SM);
+        let facts = DeviceFacts {
+            name: device
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("macuda null device ({})", device.chip.chip)),
+            sm,
+            total_memory: device.vram_bytes,
+            compute: device.compute,
+            pci_device_id: device.identity.device,
+            arch: arch_limits(sm),
+        };
+        Ok(Runtime {
+            host: RwLock::new(Some(host)),
+            stack,
+            lane,
+            execution,
+            facts,
+            default_stream,
+            streams: StreamTable::new(default_stream),
+            events: EventTable::default(),
+            graphs: GraphTable::default(),
+            memory: Mutex::new(MemoryMap::default()),
+            log: LaunchLog::from_env(),
+        })
+    }
+
+    /// Run `f` against the stack through the Host (which turns an actor's
+    /// failure into its recovery).
+    pub fn call<T, E: Into<HostError>>(
+        &self,
+        f: impl FnOnce(&Stack) -> Result<T, E>,
+    ) -> Result<T, CudaError> {
+        let host = self.host.read();
+        let host = host.as_ref().ok_or(CudaError::CUDART_UNLOADING)?;
+        host.call(f)
+            .map_err(|e| crate::error::from_host(&e, self.execution))
+    }
+
+    /// As [`Runtime::call`], keeping the Host's error for the caller to
+    /// read (see [`Runtime::cuda_error`]).
+    pub fn call_host<T, E: Into<HostError>>(
+        &self,
+        f: impl FnOnce(&Stack) -> Result<T, E>,
+    ) -> Result<T, HostError> {
+        let host = self.host.read();
+        match host.as_ref() {
+            Some(h) => h.call(f),
+            None => Err(HostError::Down {
+                cause: "exit".to_string(),
+                report: None,
+            }),
+        }
+    }
+
+    /// The CUDA code for a Host error (sticky ones latched).
+    pub fn cuda_error(&self, e: &HostError) -> CudaError {
+        crate::error::from_host(e, self.execution)
+    }
+
+    /// As [`Runtime::call`], where the null device declining work is the
+    /// answer "done": it executes nothing, so nothing is outstanding.
+    pub fn call_done<T: Default, E: Into<HostError>>(
+        &self,
+        f: impl FnOnce(&Stack) -> Result<T, E>,
+    ) -> Result<T, CudaError> {
+        let host = self.host.read();
+        let host = host.as_ref().ok_or(CudaError::CUDART_UNLOADING)?;
+        match host.call(f) {
+            Ok(v) => Ok(v),
+            Err(e) if self.execution == Execution::Nothing && e.is_refusal() => Ok(T::default()),
+            Err(e) => Err(crate::error::from_host(&e, self.execution)),
+        }
+    }
+
+    /// Wait for everything queued (every stream shares the queues).
+    pub fn synchronize_all(&self) -> Result<(), CudaError> {
+        let s = self.default_stream;
+        self.call_done(|st| st.submit.synchronize(s)).map(|_| ())
+    }
+
+    fn shutdown(&self) {
+        if let Some(log) = &self.log {
+            log.flush();
+        }
+        let Some(mut guard) = self.host.try_write_for(EXIT_WAIT) else {
+            eprintln!("macuda: calls still running at exit; the Host is left to the OS");
+            return;
+        };
+        if let Some(host) = guard.take() {
+            drop(host.shutdown());
+        }
+    }
+}

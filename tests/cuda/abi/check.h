@@ -1,0 +1,60 @@
+/* What every ABI test program shares: each runtime call is printed with
+ * the error name it returned, and checked against the one expected. The
+ * programs print only what must come out the same from our runtime and
+ * from NVIDIA's (tests/device/run.sh compares the two byte for byte);
+ * figures that may differ between them go to stderr as notes. */
+#ifndef MACUDA_ABI_CHECK_H
+#define MACUDA_ABI_CHECK_H
+
+#ifdef __cplusplus
+#include <cuda_runtime.h>
+#else
+#include <cuda_runtime_api.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int check_failures = 0;
+
+static void check_result(cudaError_t got, cudaError_t want, const char *call, int line) {
+    printf("%s -> %s\n", call, cudaGetErrorName(got));
+    if (got != want) {
+        fprintf(stderr, "FAIL line %d: %s returned %s (%d), expected %s (%d)\n", line, call,
+                cudaGetErrorName(got), (int)got, cudaGetErrorName(want), (int)want);
+        check_failures++;
+    }
+}
+
+#define EXPECT(call, want) check_result((call), (want), #call, __LINE__)
+#define OK(call) EXPECT(call, cudaSuccess)
+
+/* A value that must be as expected. */
+#define SAME(got, want)                                                                    \
+    do {                                                                                   \
+        long long g_ = (long long)(got), w_ = (long long)(want);                           \
+        printf("%s = %lld\n", #got, g_);                                                   \
+        if (g_ != w_) {                                                                    \
+            fprintf(stderr, "FAIL line %d: %s is %lld, expected %lld\n", __LINE__, #got, g_, \
+                    w_);                                                                   \
+            check_failures++;                                                              \
+        }                                                                                  \
+    } while (0)
+
+/* Whether kernels run: not on macuda's null device, which executes
+ * nothing (results of kernels are then not checked, and not printed). */
+static int kernels_run(void) {
+    const char *d = getenv("MACUDA_DEVICE");
+    return !(d && strcmp(d, "null") == 0);
+}
+
+static int check_done(void) {
+    if (check_failures) {
+        fprintf(stderr, "%d check(s) failed\n", check_failures);
+        return 1;
+    }
+    printf("all checks passed\n");
+    return 0;
+}
+
+#endif

@@ -1,0 +1,26 @@
+// A kernel that reads an unmapped address poisons the context: the sync
+// that sees it, and every call after, answers cudaErrorIllegalAddress;
+// cudaGetLastError reports it and cannot clear it. (Only where kernels
+// run: on the null device the program says so and stops.)
+#include "check.h"
+
+__global__ void wild(int *p) { p[threadIdx.x] = *(volatile int *)0x100000000000ull; }
+
+int main(void) {
+    int *d;
+    OK(cudaMalloc(&d, 4096));
+    if (!kernels_run()) {
+        printf("kernels do not run here: nothing to fault\n");
+        OK(cudaFree(d));
+        return check_done();
+    }
+    wild<<<1, 32>>>(d);
+    OK(cudaGetLastError());
+    EXPECT(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
+    void *more;
+    EXPECT(cudaMalloc(&more, 64), cudaErrorIllegalAddress);
+    EXPECT(cudaMemset(d, 0, 64), cudaErrorIllegalAddress);
+    return check_done();
+}
