@@ -70,6 +70,26 @@ pub fn runtime() -> Result<&'static Runtime, CudaError> {
     }
 }
 
+/// Start the runtime over a Host the caller made (tests hold a fake of the
+/// kernel module this way), before any CUDA call starts one from
+/// `MACUDA_DEVICE`. Exit shuts it down as it would its own.
+///
+/// # Errors
+/// `cudaErrorIllegalState` when a runtime is already running, and the
+/// start-up errors of [`Runtime::over`].
+pub fn install(host: Host) -> Result<(), CudaError> {
+    let rt = Runtime::over(host).map_err(|e| {
+        eprintln!(
+            "macuda: the runtime did not start: {}",
+            macuda_core::error_chain(&e).join(": ")
+        );
+        CudaError::INITIALIZATION_ERROR
+    })?;
+    RUNTIME.set(Ok(rt)).map_err(|_| CudaError::ILLEGAL_STATE)?;
+    register_exit();
+    Ok(())
+}
+
 /// The runtime if it has started (for exit paths that must not start it).
 pub fn started() -> Option<&'static Runtime> {
     RUNTIME.get().and_then(|r| r.as_ref().ok())

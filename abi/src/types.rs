@@ -247,7 +247,8 @@ pub struct FuncAttributes {
     pub requiredClusterDepth: c_int,
     pub clusterSchedulingPolicyPreference: c_int,
     pub nonPortableClusterSizeAllowed: c_int,
-    pub reserved: [c_int; 16],
+    pub reserved0: c_int,
+    pub reserved: [c_int; 15],
 }
 
 /// `cudaLaunchConfig_t` (56 bytes): what `cudaLaunchKernelExC` takes.

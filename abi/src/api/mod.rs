@@ -4,13 +4,13 @@
 //! Pointers from the caller are checked for null before use; handles are
 //! looked up, never dereferenced.
 
-mod device;
-mod errors;
-mod graph;
-mod launch;
-mod memory;
-mod registration;
-mod streams;
+pub mod device;
+pub mod errors;
+pub mod graph;
+pub mod launch;
+pub mod memory;
+pub mod registration;
+pub mod streams;
 
 use crate::error::CudaError;
 use std::ffi::{c_char, CStr};

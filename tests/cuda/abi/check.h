@@ -17,6 +17,9 @@
 
 static int check_failures = 0;
 
+/* Line by line, so a program that crashes still shows how far it got. */
+__attribute__((constructor)) static void check_lines(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+
 static void check_result(cudaError_t got, cudaError_t want, const char *call, int line) {
     printf("%s -> %s\n", call, cudaGetErrorName(got));
     if (got != want) {

@@ -1,0 +1,240 @@
+//! The runtime's GPU path in CI: the ABI over the fake of NVIDIA's kernel
+//! module, whose GPU a thread plays (it runs copy-engine work and records
+//! each kernel launch with the constant bank 0 the kernel would read).
+//! Pageable copies go through the staging buffer a chunk at a time, fills
+//! with ragged ends, pinned copies directly, timed events read the
+//! engine's clock, and launches and graph replays reach the GPU with the
+//! parameters the program passed. One test: the runtime is per process.
+
+use cudart::api::{device::*, graph::*, launch::*, memory::*, registration::*, streams::*};
+use cudart::types::{memcpy_kind, DeviceProp13, Dim3, Handle};
+use cudart::CudaError;
+use macuda_tests::fake_rm::{GpuEvent, FAKE_L2_BYTES, FAKE_SMS};
+use macuda_tests::KernelWorld;
+use std::ffi::c_void;
+use std::time::Duration;
+
+const FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/vector_add.size.fatbin");
+/// Where sm_90 kernels find their parameters in bank 0.
+const PARAM_BASE: usize = 0x210;
+
+#[repr(C)]
+struct Wrapper {
+    magic: u32,
+    version: u32,
+    data: *const u8,
+    unused: *const u8,
+}
+
+extern "C" fn stub() {}
+
+fn ok(e: CudaError) {
+    assert_eq!(e, CudaError::SUCCESS, "{e}");
+}
+
+fn kernels(world: &KernelWorld) -> Vec<(Vec<u8>, [u32; 3])> {
+    world
+        .fake
+        .0
+        .lock()
+        .gpu_log
+        .iter()
+        .filter_map(|e| match e {
+            GpuEvent::Kernel { bank0, grid, .. } => Some((bank0.clone(), *grid)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed) as u8)
+        .collect()
+}
+
+#[test]
+fn the_gpu_path_copies_fills_times_and_launches() {
+    let world: &'static KernelWorld =
+        Box::leak(Box::new(KernelWorld::new(Duration::from_secs(10))));
+    cudart::runtime::install(world.start()).unwrap();
+    // SAFETY (for the whole test): every pointer passed below is valid for
+    // what the call reads or writes.
+    unsafe {
+        // The device's figures come from RM.
+        let mut p: DeviceProp13 = std::mem::zeroed();
+        ok(cudaGetDeviceProperties(&mut p, 0));
+        assert_eq!((p.major, p.minor), (9, 0));
+        assert_eq!(p.multiProcessorCount as u32, FAKE_SMS);
+        assert_eq!(p.l2CacheSize as u32, FAKE_L2_BYTES);
+        let name = std::ffi::CStr::from_ptr(p.name.as_ptr()).to_str().unwrap();
+        assert_eq!(name, "NVIDIA H200");
+
+        // Pageable copies of 20 MiB: three chunks through staging each way.
+        let n = 20 << 20;
+        let (mut d, mut d2) = (std::ptr::null_mut(), std::ptr::null_mut());
+        ok(cudaMalloc(&mut d, n));
+        ok(cudaMalloc(&mut d2, n));
+        let src = pattern(n, 7);
+        let mut back = vec![0u8; n];
+        ok(cudaMemcpy(
+            d,
+            src.as_ptr().cast(),
+            n,
+            memcpy_kind::HOST_TO_DEVICE,
+        ));
+        ok(cudaMemcpy(d2, d, n, memcpy_kind::DEVICE_TO_DEVICE));
+        ok(cudaMemcpy(
+            back.as_mut_ptr().cast(),
+            d2,
+            n,
+            memcpy_kind::DEFAULT,
+        ));
+        assert!(back == src, "20 MiB came back changed");
+
+        // A fill with ragged ends: the middle by the engine, the ends staged.
+        ok(cudaMemset(d.cast::<u8>().add(3).cast(), 0x5a, 1001));
+        let mut head = vec![0u8; 1010];
+        ok(cudaMemcpy(
+            head.as_mut_ptr().cast(),
+            d,
+            head.len(),
+            memcpy_kind::DEVICE_TO_HOST,
+        ));
+        assert_eq!(&head[..3], &src[..3]);
+        assert!(head[3..1004].iter().all(|&b| b == 0x5a));
+        assert_eq!(&head[1004..], &src[1004..1010]);
+
+        // Pinned memory: asynchronous copies on a stream, no staging.
+        let mut s: Handle = std::ptr::null_mut();
+        ok(cudaStreamCreateWithFlags(&mut s, 1));
+        let (mut h1, mut h2) = (std::ptr::null_mut(), std::ptr::null_mut());
+        ok(cudaMallocHost(&mut h1, 1 << 20));
+        ok(cudaMallocHost(&mut h2, 1 << 20));
+        let p1 = std::slice::from_raw_parts_mut(h1.cast::<u8>(), 1 << 20);
+        p1.copy_from_slice(&pattern(1 << 20, 99));
+        let (mut e1, mut e2): (Handle, Handle) = (std::ptr::null_mut(), std::ptr::null_mut());
+        ok(cudaEventCreate(&mut e1));
+        ok(cudaEventCreate(&mut e2));
+        ok(cudaEventRecord(e1, s));
+        ok(cudaMemcpyAsync(
+            d,
+            h1,
+            1 << 20,
+            memcpy_kind::HOST_TO_DEVICE,
+            s,
+        ));
+        std::thread::sleep(Duration::from_millis(2));
+        ok(cudaMemcpyAsync(
+            h2,
+            d,
+            1 << 20,
+            memcpy_kind::DEVICE_TO_HOST,
+            s,
+        ));
+        ok(cudaEventRecord(e2, s));
+        ok(cudaEventSynchronize(e2));
+        ok(cudaEventQuery(e2));
+        let p2 = std::slice::from_raw_parts(h2.cast::<u8>(), 1 << 20);
+        assert!(p1 == p2);
+        let mut ms = -1.0f32;
+        ok(cudaEventElapsedTime(&mut ms, e1, e2));
+        assert!(ms >= 0.0, "{ms}");
+
+        // A launch: the GPU gets our parameters in bank 0.
+        let wrapper = Box::leak(Box::new(Wrapper {
+            magic: 0x466243B1,
+            version: 1,
+            data: FATBIN.as_ptr(),
+            unused: std::ptr::null(),
+        }));
+        let module = __cudaRegisterFatBinary((wrapper as *mut Wrapper).cast());
+        let stub_addr = stub as *const std::ffi::c_char;
+        __cudaRegisterFunction(
+            module,
+            stub_addr,
+            c"vector_add".as_ptr().cast_mut(),
+            c"vector_add".as_ptr(),
+            -1,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        let before = kernels(world).len();
+        let mut count = 4096i32;
+        let (mut a, mut b, mut c) = (d, d2, d);
+        let mut args: [*mut c_void; 4] = [
+            (&mut a as *mut *mut c_void).cast(),
+            (&mut b as *mut *mut c_void).cast(),
+            (&mut c as *mut *mut c_void).cast(),
+            (&mut count as *mut i32).cast(),
+        ];
+        let grid = Dim3 { x: 16, y: 1, z: 1 };
+        let block = Dim3 { x: 256, y: 1, z: 1 };
+        ok(cudaLaunchKernel(
+            stub as *const c_void,
+            grid,
+            block,
+            args.as_mut_ptr(),
+            0,
+            s,
+        ));
+        ok(cudaStreamSynchronize(s));
+        let launched = kernels(world);
+        assert_eq!(launched.len(), before + 1);
+        let (bank0, g) = &launched[before];
+        assert_eq!(*g, [16, 1, 1]);
+        let word = |o: usize| {
+            u64::from_le_bytes(
+                bank0[PARAM_BASE + o..PARAM_BASE + o + 8]
+                    .try_into()
+                    .unwrap(),
+            )
+        };
+        assert_eq!(
+            [word(0), word(8), word(16)],
+            [d as u64, d2 as u64, d as u64]
+        );
+        assert_eq!(
+            &bank0[PARAM_BASE + 24..PARAM_BASE + 28],
+            &4096i32.to_le_bytes()
+        );
+
+        // A captured graph, replayed twice: two more launches, the copy
+        // inside it run each time.
+        ok(cudaStreamBeginCapture(s, 2));
+        ok(cudaMemsetAsync(d2, 0x11, 4096, s));
+        ok(cudaLaunchKernel(
+            stub as *const c_void,
+            grid,
+            block,
+            args.as_mut_ptr(),
+            0,
+            s,
+        ));
+        let mut g: Handle = std::ptr::null_mut();
+        ok(cudaStreamEndCapture(s, &mut g));
+        let mut exec: Handle = std::ptr::null_mut();
+        ok(cudaGraphInstantiate(&mut exec, g, 0));
+        ok(cudaMemset(d2, 0, 4096));
+        ok(cudaGraphLaunch(exec, s));
+        ok(cudaGraphLaunch(exec, s));
+        ok(cudaStreamSynchronize(s));
+        assert_eq!(kernels(world).len(), before + 3);
+        let mut filled = vec![0u8; 4096];
+        ok(cudaMemcpy(
+            filled.as_mut_ptr().cast(),
+            d2,
+            4096,
+            memcpy_kind::DEVICE_TO_HOST,
+        ));
+        assert!(filled.iter().all(|&x| x == 0x11));
+
+        ok(cudaFreeHost(h1));
+        ok(cudaFreeHost(h2));
+        ok(cudaFree(d));
+        ok(cudaFree(d2));
+        ok(cudaDeviceSynchronize());
+    }
+}

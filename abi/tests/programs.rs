@@ -1,0 +1,319 @@
+//! The C and CUDA programs under tests/cuda/abi, compiled by NVIDIA's nvcc
+//! (from PyPI, by tests/cuda/abi/build.sh) with `-cudart none` and linked
+//! against our libcudart.a, run on the null device. Each program checks
+//! every API result itself (and exits non-zero on a wrong one); this test
+//! then reads the launch log (`MACUDA_LAUNCH_LOG`) and checks that each
+//! launch reached the device with the kernel, grid, block, shared memory
+//! and parameter bytes the program's source says.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Build our static library (in a target directory of its own, so the
+/// cargo running this test is not waited on) and the programs.
+fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = workspace();
+        let scratch = root.join("target").join("abi-programs");
+        let cargo_target = scratch.join("cargo");
+        let status = Command::new(env!("CARGO"))
+            .current_dir(&root)
+            .args(["build", "-q", "-p", "macuda-abi", "--lib", "--target-dir"])
+            .arg(&cargo_target)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building libcudart.a failed");
+        let lib = cargo_target.join("debug").join("libcudart.a");
+        let out = scratch.join("bin");
+        let build = Command::new("bash")
+            .arg(root.join("tests/cuda/abi/build.sh"))
+            .arg(&out)
+            .arg(&lib)
+            .output()
+            .expect("bash runs");
+        assert!(
+            build.status.success(),
+            "tests/cuda/abi/build.sh failed (it needs python3 with pip to fetch NVIDIA's nvcc, and gcc):\n{}{}",
+            String::from_utf8_lossy(&build.stdout),
+            String::from_utf8_lossy(&build.stderr)
+        );
+        out
+    })
+}
+
+struct Run {
+    stdout: String,
+    launches: Vec<Value>,
+}
+
+fn run(name: &str) -> Run {
+    let dir = programs();
+    let scratch = tempfile::tempdir().unwrap();
+    let log = scratch.path().join("launches.jsonl");
+    let out = Command::new(dir.join(name))
+        .env("MACUDA_DEVICE", "null")
+        .env("MACUDA_LAUNCH_LOG", &log)
+        .env("MACUDA_REPORT_DIR", scratch.path())
+        .output()
+        .expect("the program runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.ends_with("all checks passed\n"),
+        "{name} failed ({:?}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let launches = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: bad log line {l}: {e}"))
+        })
+        .collect();
+    Run { stdout, launches }
+}
+
+fn params(l: &Value) -> Vec<u8> {
+    let hex = l["params"].as_str().unwrap();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn at<const N: usize>(p: &[u8], offset: usize) -> [u8; N] {
+    p[offset..offset + N].try_into().unwrap()
+}
+
+fn u64_at(p: &[u8], offset: usize) -> u64 {
+    u64::from_le_bytes(at(p, offset))
+}
+
+fn dims(l: &Value, key: &str) -> [u64; 3] {
+    let a = l[key].as_array().unwrap();
+    [0, 1, 2].map(|i| a[i].as_u64().unwrap())
+}
+
+fn named<'a>(r: &'a Run, kernel: &str) -> Vec<&'a Value> {
+    r.launches
+        .iter()
+        .filter(|l| l["kernel"] == kernel)
+        .collect()
+}
+
+/// A device pointer our runtime handed out: non-null and 256-byte aligned.
+fn device_pointer(p: u64) {
+    assert!(p != 0 && p.is_multiple_of(256), "{p:#x} is no device pointer");
+}
+
+#[test]
+fn basics_launches_every_kind_of_kernel_with_its_arguments() {
+    let r = run("basics");
+    let order: Vec<&str> = r
+        .launches
+        .iter()
+        .map(|l| l["kernel"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "vector_add",
+            "_Z5mixed5MixedcsxfdPl",
+            "_Z5scaleILi64EEvPff",
+            "_Z4bumpv",
+            "_Z9use_tablePf",
+            "_Z11with_sharedPf",
+            "_Z5scaleILi256EEvPff",
+            "_Z5scaleILi256EEvPff",
+        ]
+    );
+    let add = &r.launches[0];
+    assert_eq!(dims(add, "grid"), [4096, 1, 1]);
+    assert_eq!(dims(add, "block"), [256, 1, 1]);
+    let p = params(add);
+    assert_eq!(p.len(), 28);
+    let ptrs = [u64_at(&p, 0), u64_at(&p, 8), u64_at(&p, 16)];
+    ptrs.iter().copied().for_each(device_pointer);
+    assert!(ptrs[0] != ptrs[1] && ptrs[1] != ptrs[2]);
+    assert_eq!(i32::from_le_bytes(at(&p, 24)), 1 << 20);
+
+    // mixed(Mixed{'m', 2.5, {1,2,3}}, 'c', -7, 1<<40, 1.25f, -0.5, out):
+    // the struct by value (its padding is whatever the caller's stack
+    // held), then each scalar at its natural alignment.
+    let m = params(&r.launches[1]);
+    assert_eq!(m.len(), 72);
+    assert_eq!(m[0], b'm');
+    assert_eq!(f64::from_le_bytes(at(&m, 8)), 2.5);
+    assert_eq!(
+        [16, 20, 24].map(|o| i32::from_le_bytes(at(&m, o))),
+        [1, 2, 3]
+    );
+    assert_eq!(m[32], b'c');
+    assert_eq!(i16::from_le_bytes(at(&m, 34)), -7);
+    assert_eq!(i64::from_le_bytes(at(&m, 40)), 1 << 40);
+    assert_eq!(f32::from_le_bytes(at(&m, 48)), 1.25);
+    assert_eq!(f64::from_le_bytes(at(&m, 56)), -0.5);
+    device_pointer(u64_at(&m, 64));
+    assert_eq!(
+        r.launches[1]["name"],
+        "mixed(Mixed, char, short, long long, float, double, long*)"
+    );
+
+    let scale = &r.launches[2];
+    assert_eq!(
+        (dims(scale, "grid"), dims(scale, "block")),
+        ([2, 1, 1], [32, 1, 1])
+    );
+    assert_eq!(f32::from_le_bytes(at(&params(scale), 8)), 3.0);
+    assert_eq!(scale["name"], "void scale<64>(float*, float)");
+    let bump = &r.launches[3];
+    assert_eq!((dims(bump, "grid"), params(bump).len()), ([4, 1, 1], 0));
+    assert_eq!(
+        r.launches[5]["shared"],
+        64 * 1024,
+        "with_shared's dynamic shared memory"
+    );
+    // The two scale<256> launches went to two different streams.
+    let streams: Vec<&str> = named(&r, "_Z5scaleILi256EEvPff")
+        .iter()
+        .map(|l| l["stream"].as_str().unwrap())
+        .collect();
+    assert_ne!(streams[0], streams[1]);
+    assert!(r.launches.iter().all(|l| l["graph"] == false));
+    // Copies and device variables work on the null device: it keeps memory.
+    for line in [
+        "memcmp(c, a, bytes) = 0",
+        "fill_ok = 1",
+        "rows_ok = 1",
+        "memcmp(t, t2, sizeof t) = 0",
+    ] {
+        assert!(r.stdout.contains(line), "{line}");
+    }
+}
+
+#[test]
+fn errors_answer_with_the_right_codes_and_failed_launches_never_run() {
+    let r = run("errors");
+    // Only the one good launch reached the device; the refused ones and
+    // the one inside the broken capture did not.
+    assert_eq!(r.launches.len(), 1, "{:?}", r.launches);
+    assert_eq!(r.launches[0]["kernel"], "_Z7boundedPi");
+    assert_eq!(dims(&r.launches[0], "block"), [128, 1, 1]);
+    for line in [
+        "cudaSetDevice(7) -> cudaErrorInvalidDevice",
+        "cudaFree((void *)0x1234) -> cudaErrorInvalidValue",
+        "cudaErrorInvalidMemcpyDirection",
+        "cudaGetLastError() -> cudaErrorInvalidConfiguration",
+        "cudaGetLastError() -> cudaErrorLaunchOutOfResources",
+        "-> cudaErrorInvalidDeviceFunction",
+        "cudaMemcpyToSymbol(not_a_symbol, &zero, sizeof zero) -> cudaErrorInvalidSymbol",
+        "cudaStreamEndCapture(s, &g) -> cudaErrorStreamCaptureInvalidated",
+    ] {
+        assert!(
+            r.stdout.contains(line),
+            "missing `{line}` in:\n{}",
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn graphs_replay_captured_work_and_take_updates() {
+    let r = run("graphs");
+    // 4 launches of a 3-kernel graph, 1 after the update, 1 of 5 kernels.
+    assert_eq!(r.launches.len(), 4 * 3 + 3 + 5);
+    assert!(r.launches.iter().all(|l| l["graph"] == true));
+    let add_value = |l: &Value| f32::from_le_bytes(at(&params(l), 8));
+    let firsts: Vec<f32> = r
+        .launches
+        .iter()
+        .filter(|l| l["kernel"] == "_Z6add_toPffi")
+        .map(add_value)
+        .collect();
+    // Captured with 3, re-captured with 5 and updated in place, then a
+    // capture of another shape with 1 (and three extra adds of 1).
+    assert_eq!(
+        firsts,
+        [3.0, 1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    );
+    let times = named(&r, "_Z5timesPffi");
+    assert_eq!(times.len(), 6);
+    assert!(times
+        .iter()
+        .all(|l| f32::from_le_bytes(at(&params(l), 8)) == 2.0));
+    // Every replay ran on the stream the graph was launched on, the side
+    // stream's kernel included.
+    let s = r.launches[0]["stream"].clone();
+    assert!(r.launches.iter().all(|l| l["stream"] == s));
+}
+
+#[test]
+fn the_legacy_path_and_clang_names_launch_the_cubins_kernels() {
+    let r = run("legacy");
+    let k64 = named(&r, "_Z3k64Pll");
+    assert_eq!(
+        k64.len(),
+        1,
+        "registered as _Z3k64Pxx, found as the cubin's"
+    );
+    let p = params(k64[0]);
+    device_pointer(u64_at(&p, 0));
+    assert_eq!(u64_at(&p, 8), 0x1122_3344_5566_7788);
+    assert_eq!(named(&r, "_Z11static_kernPi").len(), 1);
+    assert_eq!(
+        r.launches
+            .iter()
+            .filter(|l| l["kernel"].as_str().unwrap().contains("_INTERNAL_"))
+            .count(),
+        1
+    );
+    let anon = r
+        .launches
+        .iter()
+        .find(|l| l["kernel"].as_str().unwrap().contains("anon_kern"))
+        .unwrap();
+    assert_eq!(anon["name"], "(anonymous namespace)::anon_kern(int*)");
+    let add = named(&r, "vector_add");
+    assert_eq!(add.len(), 1);
+    assert_eq!(
+        (dims(add[0], "grid"), dims(add[0], "block")),
+        ([8, 1, 1], [128, 1, 1])
+    );
+    assert_eq!(i32::from_le_bytes(at(&params(add[0]), 24)), 1000);
+    assert_eq!(r.launches.len(), 5, "the refused launches never ran");
+}
+
+#[test]
+fn sticky_says_there_is_nothing_to_fault_on_the_null_device() {
+    let r = run("sticky");
+    assert!(r.stdout.contains("kernels do not run here"));
+    assert!(r.launches.is_empty());
+}
+
+#[test]
+fn without_a_gpu_a_program_is_told_there_is_no_device() {
+    if Path::new("/dev/nvidiactl").exists() {
+        eprintln!("skipped: this machine has NVIDIA's kernel module, so a GPU is found");
+        return;
+    }
+    let out = Command::new(programs().join("basics"))
+        .env_remove("MACUDA_DEVICE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(
+        stdout.starts_with("cudaGetDeviceCount(&n) -> cudaErrorNoDevice\nn = 0\n"),
+        "{stdout}"
+    );
+}
