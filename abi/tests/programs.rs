@@ -18,23 +18,37 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Build our static library (in a target directory of its own, so the
-/// cargo running this test is not waited on) and the programs.
+fn scratch() -> PathBuf {
+    workspace().join("target").join("abi-programs")
+}
+
+/// Our libraries as abi/build-libs.sh lays them out (built in a target
+/// directory of their own, so the cargo running this test is not waited
+/// on).
+fn libraries() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = scratch().join("lib");
+        let status = Command::new("bash")
+            .arg(workspace().join("abi/build-libs.sh"))
+            .arg(&out)
+            .arg("--debug")
+            .env("CARGO", env!("CARGO"))
+            .env("CARGO_TARGET_DIR", scratch().join("cargo"))
+            .status()
+            .expect("bash runs");
+        assert!(status.success(), "abi/build-libs.sh failed");
+        out
+    })
+}
+
+/// The programs, linked against our libcudart.a.
 fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let root = workspace();
-        let scratch = root.join("target").join("abi-programs");
-        let cargo_target = scratch.join("cargo");
-        let status = Command::new(env!("CARGO"))
-            .current_dir(&root)
-            .args(["build", "-q", "-p", "macuda-abi", "--lib", "--target-dir"])
-            .arg(&cargo_target)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building libcudart.a failed");
-        let lib = cargo_target.join("debug").join("libcudart.a");
-        let out = scratch.join("bin");
+        let lib = libraries().join("libcudart.a");
+        let out = scratch().join("bin");
         let build = Command::new("bash")
             .arg(root.join("tests/cuda/abi/build.sh"))
             .arg(&out)
@@ -298,6 +312,34 @@ fn sticky_says_there_is_nothing_to_fault_on_the_null_device() {
     let r = run("sticky");
     assert!(r.stdout.contains("kernels do not run here"));
     assert!(r.launches.is_empty());
+}
+
+#[test]
+fn binaries_linked_against_nvidias_shared_runtime_load_ours() {
+    for (binary, soname) in [("basics.so13", "libcudart.so.13"), ("basics.so12", "libcudart.so.12")] {
+        let path = programs().join(binary);
+        let dynamic = Command::new("readelf").arg("-d").arg(&path).output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&dynamic.stdout).contains(&format!("[{soname}]")),
+            "{binary} does not name {soname}"
+        );
+        let symbols = Command::new("nm").arg("-D").arg(&path).output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&symbols.stdout).contains(&format!("cudaMalloc@{soname}")),
+            "{binary}'s references are not versioned {soname}"
+        );
+        let out = Command::new(&path)
+            .env("LD_LIBRARY_PATH", libraries())
+            .env("MACUDA_DEVICE", "null")
+            .env("MACUDA_REPORT_DIR", scratch())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{binary}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        // NVIDIA's runtime would have found no driver; ours ran on the null device.
+        assert!(stdout.contains("name: macuda null device"), "{stdout}");
+        assert!(stdout.ends_with("all checks passed\n"));
+    }
 }
 
 #[test]

@@ -7,6 +7,11 @@
 #
 #   tests/cuda/abi/build.sh OUTDIR LIBCUDART.a [--nvidia]
 #
+# basics is also linked against NVIDIA's shared runtimes (libcudart.so.13
+# and .so.12, from PyPI) as basics.so13 and basics.so12: binaries that
+# name NVIDIA's sonames and symbol versions, for loading ours in their
+# place (abi/build-libs.sh).
+#
 # Objects are kept in OUTDIR and rebuilt only when a source changes; the
 # links are redone every time (they are what changes with our library).
 # MACUDA_CUDA_VENV as for tests/cuda/build-fixtures.sh.
@@ -19,12 +24,13 @@ nvidia=${3:-}
 venv=${MACUDA_CUDA_VENV:-${TMPDIR:-/tmp}/macuda-cuda-venv}
 version=13.2.86
 
-if [ ! -x "$venv/bin/nvcc-ready" ]; then
+if [ ! -f "$venv/bin/abi-programs-ready" ]; then
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     "$venv/bin/python" -m pip install -q \
         "nvidia-cuda-nvcc==$version" "nvidia-cuda-crt==$version" "nvidia-nvvm==$version" \
-        "nvidia-cuda-cccl==$version" "nvidia-cuda-runtime==$version"
-    touch "$venv/bin/nvcc-ready"
+        "nvidia-cuda-cccl==$version" "nvidia-cuda-runtime==$version" \
+        "nvidia-cuda-runtime-cu12==12.9.79"
+    touch "$venv/bin/abi-programs-ready"
 fi
 root=$("$venv/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')
 export PATH="$root/bin:$PATH"
@@ -46,6 +52,10 @@ for src in "$here"/*.cu; do
         g++ -o "$out/$name.nvidia" "$out/$name.o" -L "$root/lib" -lcudart_static -lpthread -ldl -lrt
     fi
 done
+site=$(dirname "$root")
+g++ -o "$out/basics.so13" "$out/basics.o" "$root/lib/libcudart.so.13"
+g++ -o "$out/basics.so12" "$out/basics.o" "$site/cuda_runtime/lib/libcudart.so.12"
+
 # C programs (clang's host code, written out): ours only.
 fixtures=$(cd "$here/../fixtures" && pwd)
 for src in "$here"/*.c; do
