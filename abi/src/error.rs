@@ -200,17 +200,16 @@ pub fn latch(e: CudaError) {
     }
 }
 
-/// `cudaGetLastError`: the last error, cleared unless it is sticky.
+/// `cudaGetLastError`: the last error, cleared. A sticky error is cleared
+/// from here too (NVIDIA's runtime answers success on the second read,
+/// seen on the H200) while every other call goes on answering with it.
 pub fn take_last() -> CudaError {
-    if let Some(s) = sticky() {
-        return s;
-    }
     LAST.with(|l| l.replace(CudaError::SUCCESS))
 }
 
 /// `cudaPeekAtLastError`: the last error, left in place.
 pub fn peek_last() -> CudaError {
-    sticky().unwrap_or_else(|| LAST.with(|l| l.get()))
+    LAST.with(|l| l.get())
 }
 
 /// Run an entry point's body: a panic becomes `cudaErrorUnknown` (with the
@@ -248,8 +247,13 @@ pub fn guard_quiet<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 mod tests {
     use super::*;
 
+    /// The sticky error is the process's: tests that run entries take
+    /// turns.
+    static SERIAL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
     #[test]
     fn a_panic_is_an_unknown_error_and_is_latched() {
+        let _turn = SERIAL.lock();
         let _ = take_last();
         let r = guard(|| panic!("boom"));
         assert_eq!(r, CudaError::UNKNOWN);
@@ -266,6 +270,37 @@ mod tests {
             CudaError::INVALID_VALUE,
             "success does not clear it"
         );
+    }
+
+    #[test]
+    fn a_sticky_error_answers_every_call_and_is_read_once_per_call() {
+        let _turn = SERIAL.lock();
+        let _ = take_last();
+        set_sticky(CudaError::ILLEGAL_ADDRESS);
+        set_sticky(CudaError::LAUNCH_FAILURE);
+        assert_eq!(
+            sticky(),
+            Some(CudaError::ILLEGAL_ADDRESS),
+            "the first one stays"
+        );
+        assert_eq!(guard(|| Ok(())), CudaError::ILLEGAL_ADDRESS);
+        assert_eq!(take_last(), CudaError::ILLEGAL_ADDRESS);
+        assert_eq!(take_last(), CudaError::SUCCESS, "read once, as on the H200");
+        assert_eq!(
+            guard(|| Err(CudaError::INVALID_VALUE)),
+            CudaError::INVALID_VALUE
+        );
+        clear_sticky();
+        assert_eq!(guard(|| Ok(())), CudaError::SUCCESS);
+        let _ = take_last();
+    }
+
+    #[test]
+    fn not_ready_is_an_answer_not_a_latched_error() {
+        let _turn = SERIAL.lock();
+        let _ = take_last();
+        assert_eq!(guard(|| Err(CudaError::NOT_READY)), CudaError::NOT_READY);
+        assert_eq!(peek_last(), CudaError::SUCCESS);
     }
 
     #[test]

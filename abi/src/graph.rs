@@ -4,11 +4,11 @@
 //! between captured streams serialise them, which keeps every dependency).
 
 use crate::error::CudaError;
+use crate::hash::AddressMap;
 use crate::runtime::Runtime;
 use crate::streams::{Capture, HandleCounter, StreamTable};
 use crate::types::{flags, graph_update};
 use crate::work::{run, Node};
-use dashmap::DashMap;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,8 +22,8 @@ pub struct GraphExec {
 }
 
 pub struct GraphTable {
-    graphs: DashMap<usize, Arc<Graph>>,
-    execs: DashMap<usize, Arc<GraphExec>>,
+    graphs: AddressMap<Arc<Graph>>,
+    execs: AddressMap<Arc<GraphExec>>,
     graph_handles: HandleCounter,
     exec_handles: HandleCounter,
 }
@@ -31,8 +31,8 @@ pub struct GraphTable {
 impl Default for GraphTable {
     fn default() -> Self {
         GraphTable {
-            graphs: DashMap::new(),
-            execs: DashMap::new(),
+            graphs: AddressMap::default(),
+            execs: AddressMap::default(),
             graph_handles: HandleCounter::new(0x4700_0000),
             exec_handles: HandleCounter::new(0x4800_0000),
         }

@@ -8,14 +8,17 @@
 
 use crate::device::{MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK};
 use crate::error::CudaError;
+use crate::launch_log::LoggedLaunch;
 use crate::registry::{Resolved, REGISTRY};
 use crate::runtime::Runtime;
+use crate::streams::StreamState;
 use crate::types::Dim3;
 use crate::work::{issue, KernelNode, Node};
-use macuda_submit::{ParamBlock, INLINE_PARAM_BYTES};
+use macuda_submit::{LaneLaunch, ParamBlock, INLINE_PARAM_BYTES};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// One `<<<grid, block, shared, stream>>>`.
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +78,10 @@ pub fn max_threads(r: &Resolved) -> u32 {
     max
 }
 
+/// A launch's configuration against the device's and the kernel's limits.
+/// NVIDIA's runtime answers every violation with `cudaErrorInvalidValue`
+/// (seen on the H200: a block too large or empty, a grid too large, more
+/// threads than `__launch_bounds__` allows, too much shared memory).
 fn check(
     r: &Resolved,
     grid: [u32; 3],
@@ -83,23 +90,17 @@ fn check(
     max_dynamic: u32,
 ) -> Result<(), CudaError> {
     let over = |v: [u32; 3], lim: [u32; 3]| v.iter().zip(lim).any(|(a, b)| *a == 0 || *a > b);
-    if over(grid, MAX_GRID_DIM) || over(block, MAX_BLOCK_DIM) {
-        return Err(CudaError::INVALID_CONFIGURATION);
-    }
     let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
-    if threads > u64::from(MAX_THREADS_PER_BLOCK) {
-        return Err(CudaError::INVALID_CONFIGURATION);
+    let refused = over(grid, MAX_GRID_DIM)
+        || over(block, MAX_BLOCK_DIM)
+        || threads > u64::from(max_threads(r))
+        || r.info.required_threads.is_some_and(|req| req != block)
+        || shared > u64::from(max_dynamic);
+    if refused {
+        Err(CudaError::INVALID_VALUE)
+    } else {
+        Ok(())
     }
-    if r.info.required_threads.is_some_and(|req| req != block) {
-        return Err(CudaError::INVALID_CONFIGURATION);
-    }
-    if threads > u64::from(max_threads(r)) {
-        return Err(CudaError::LAUNCH_OUT_OF_RESOURCES);
-    }
-    if shared > u64::from(max_dynamic) {
-        return Err(CudaError::INVALID_VALUE);
-    }
-    Ok(())
 }
 
 /// The parameter block from the stub's argument array.
@@ -155,7 +156,10 @@ pub unsafe fn launch(
     stream: usize,
     args: *const *const c_void,
 ) -> Result<(), CudaError> {
-    let entry = REGISTRY.kernel(host_fun)?;
+    let entry = REGISTRY
+        .kernels
+        .get(&host_fun)
+        .ok_or(CudaError::INVALID_RESOURCE_HANDLE)?;
     let r = entry.resolve(rt)?;
     let (grid, block) = (grid.as_array(), block.as_array());
     check(
@@ -167,19 +171,56 @@ pub unsafe fn launch(
     )?;
     // SAFETY: passed on from the caller.
     let params = unsafe { marshal(r, args) }?;
-    issue(
-        rt,
-        stream,
-        Node::Kernel(KernelNode {
-            entry,
+    // CAST: checked against the kernel's limit (under 4 GiB).
+    let shared = shared as u32;
+    let s = rt.streams.for_work(stream)?;
+    if s.capture.load().is_some() {
+        let node = Node::Kernel(KernelNode {
+            entry: Arc::clone(&entry),
             grid,
             block,
-            // CAST: checked against the kernel's limit (under 4 GiB).
-            shared: shared as u32,
+            shared,
             params,
-        }),
-        false,
-    )
+        });
+        return issue(rt, stream, node, false);
+    }
+    launch_now(rt, r, grid, block, shared, params, &s, stream, false);
+    Ok(())
+}
+
+/// Hand a checked launch to the device: the launch log, then the lane.
+#[allow(clippy::too_many_arguments)]
+pub fn launch_now(
+    rt: &Runtime,
+    r: &Resolved,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    params: ParamBlock,
+    stream: &StreamState,
+    handle: usize,
+    from_graph: bool,
+) {
+    if let Some(log) = &rt.log {
+        log.write(&LoggedLaunch {
+            mangled: &r.mangled,
+            demangled: &r.demangled,
+            grid,
+            block,
+            shared,
+            stream: handle,
+            params: params.as_slice(),
+            graph: from_graph,
+        });
+    }
+    rt.lane.launch(LaneLaunch {
+        stream: stream.id,
+        kernel: r.kernel,
+        grid,
+        block,
+        dynamic_shared_bytes: shared,
+        params,
+    });
 }
 
 /// The legacy path's launch: the arguments `cudaSetupArgument` collected,

@@ -14,6 +14,7 @@ pub mod api;
 pub mod device;
 pub mod error;
 pub mod graph;
+pub mod hash;
 pub mod launch;
 pub mod launch_log;
 pub mod memory;

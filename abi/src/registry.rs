@@ -4,9 +4,9 @@
 //! lookup); a module is loaded, and its names matched, on first use.
 
 use crate::error::CudaError;
+use crate::hash::AddressMap;
 use crate::names::NameIndex;
 use crate::runtime::Runtime;
-use dashmap::DashMap;
 use macuda_loader::fatbin::{Fatbin, FatbinWrapper, WRAPPER_LEN};
 use macuda_loader::module::ModuleError;
 use macuda_loader::{FunctionInfo, GlobalInfo, LoaderError, ModuleId};
@@ -190,9 +190,9 @@ impl VarEntry {
 /// Everything registered, by the keys host code passes.
 #[derive(Default)]
 pub struct Registry {
-    pub modules: DashMap<usize, Arc<ModuleEntry>>,
-    pub kernels: DashMap<usize, Arc<KernelEntry>>,
-    pub vars: DashMap<usize, Arc<VarEntry>>,
+    pub modules: AddressMap<Arc<ModuleEntry>>,
+    pub kernels: AddressMap<Arc<KernelEntry>>,
+    pub vars: AddressMap<Arc<VarEntry>>,
     /// Handles handed out; each is a leaked word, so a handle is a real,
     /// unique pointer (no caller dereferences it).
     handles: Mutex<Vec<usize>>,
@@ -309,12 +309,13 @@ impl Registry {
     }
 
     /// The kernel a host stub (or `cudaKernel_t`, which is the stub's
-    /// address here) names.
+    /// address here) names. A function that is no registered stub is an
+    /// invalid handle, as NVIDIA's runtime answers (seen on the H200).
     pub fn kernel(&self, host_fun: usize) -> Result<Arc<KernelEntry>, CudaError> {
         self.kernels
             .get(&host_fun)
             .map(|k| Arc::clone(&k))
-            .ok_or(CudaError::INVALID_DEVICE_FUNCTION)
+            .ok_or(CudaError::INVALID_RESOURCE_HANDLE)
     }
 
     pub fn var(&self, host_var: usize) -> Result<Arc<VarEntry>, CudaError> {

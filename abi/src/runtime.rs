@@ -195,7 +195,7 @@ impl Runtime {
                 .clone()
                 .unwrap_or_else(|| format!("macuda null device ({})", device.chip.chip)),
             sm,
-            total_memory: device.vram_bytes,
+            total_memory: device.compute.total_memory,
             compute: device.compute,
             pci_device_id: device.identity.device,
             arch: arch_limits(sm),

@@ -4,10 +4,10 @@
 //! wait on an event recorded earlier is satisfied by position.
 
 use crate::error::CudaError;
+use crate::hash::AddressMap;
 use crate::types::{flags, STREAM_LEGACY, STREAM_PER_THREAD};
 use crate::work::Node;
 use arc_swap::ArcSwapOption;
-use dashmap::DashMap;
 use macuda_submit::{EventId, StreamId};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -81,7 +81,7 @@ impl StreamState {
 /// `cudaStreamPerThread`) and those the program created.
 pub struct StreamTable {
     default: Arc<StreamState>,
-    created: DashMap<usize, Arc<StreamState>>,
+    created: AddressMap<Arc<StreamState>>,
     handles: HandleCounter,
     /// Captures in `cudaStreamCaptureModeGlobal` or thread-local mode now
     /// running: the legacy stream may not be used meanwhile.
@@ -96,7 +96,7 @@ impl StreamTable {
                 flags::STREAM_DEFAULT,
                 LEAST_PRIORITY,
             )),
-            created: DashMap::new(),
+            created: AddressMap::default(),
             handles: HandleCounter::new(0x5300_0000),
             strict_captures: AtomicUsize::new(0),
         }
@@ -206,14 +206,14 @@ impl EventState {
 }
 
 pub struct EventTable {
-    events: DashMap<usize, Arc<EventState>>,
+    events: AddressMap<Arc<EventState>>,
     handles: HandleCounter,
 }
 
 impl Default for EventTable {
     fn default() -> Self {
         EventTable {
-            events: DashMap::new(),
+            events: AddressMap::default(),
             handles: HandleCounter::new(0x4500_0000),
         }
     }

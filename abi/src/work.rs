@@ -4,12 +4,11 @@
 //! and direct work go through one path.
 
 use crate::error::CudaError;
-use crate::launch_log::LoggedLaunch;
 use crate::memory::{run_copy, run_copy2d, run_fill, Copy2dOp, CopyOp, FillOp};
 use crate::registry::KernelEntry;
 use crate::runtime::Runtime;
 use crate::streams::StreamState;
-use macuda_submit::{LaneItem, LaneLaunch, ParamBlock};
+use macuda_submit::{LaneItem, ParamBlock};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -84,26 +83,9 @@ pub fn run(
     match node {
         Node::Kernel(k) => {
             let r = k.entry.resolve(rt)?;
-            if let Some(log) = &rt.log {
-                log.write(&LoggedLaunch {
-                    mangled: &r.mangled,
-                    demangled: &r.demangled,
-                    grid: k.grid,
-                    block: k.block,
-                    shared: k.shared,
-                    stream: handle,
-                    params: k.params.as_slice(),
-                    graph: from_graph,
-                });
-            }
-            rt.lane.launch(LaneLaunch {
-                stream: stream.id,
-                kernel: r.kernel,
-                grid: k.grid,
-                block: k.block,
-                dynamic_shared_bytes: k.shared,
-                params: k.params,
-            });
+            crate::launch::launch_now(
+                rt, r, k.grid, k.block, k.shared, k.params, stream, handle, from_graph,
+            );
             Ok(())
         }
         Node::Copy(op) => {

@@ -320,9 +320,9 @@ fn kernel_info(index: u32, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         std::sync::Arc::new(macuda_gsp::kernel::DeviceFiles),
         index,
     )
-    .and_then(|rm| rm.identify());
+    .and_then(|rm| Ok((rm.identify()?, rm.gr_facts())));
     match identity {
-        Ok(id) => {
+        Ok((id, gr)) => {
             let p = id.pci;
             let _ = writeln!(
                 out,
@@ -344,7 +344,46 @@ fn kernel_info(index: u32, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 id.architecture,
                 id.implementation
             );
-            let _ = writeln!(out, "vram:      {} MiB", id.vram_bytes >> 20);
+            let _ = writeln!(
+                out,
+                "vram:      {} MiB (heap {} KiB, usable {} KiB)",
+                id.vram_bytes >> 20,
+                id.heap_bytes >> 10,
+                id.usable_bytes >> 10
+            );
+            let _ = writeln!(
+                out,
+                "memory:    L2 {} KiB, {}-bit bus",
+                id.l2_bytes >> 10,
+                id.memory_bus_bits
+            );
+            match gr {
+                Ok(g) => {
+                    let _ = writeln!(
+                        out,
+                        "engine:    SM version {:#x}, {} SMs ({} cores, {} per SM), warp {}, {} warps per SM, at most {} GPCs x {} TPCs x {} SMs",
+                        g.sm_version,
+                        g.sm_count(
+                            macuda_hw::chip::Chip::from_architecture(
+                                id.architecture >> macuda_hw::rm::ARCHITECTURE_SHIFT,
+                                id.implementation
+                            )
+                            .compute_capability()
+                            .unwrap_or(0)
+                        ),
+                        g.cores,
+                        g.cores_per_sm,
+                        g.warp_size,
+                        g.max_warps_per_sm,
+                        g.gpcs,
+                        g.tpcs_per_gpc,
+                        g.sms_per_tpc
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(out, "engine:    GR_GET_INFO refused: {e}");
+                }
+            }
             status::OK
         }
         Err(e) => {

@@ -23,6 +23,15 @@ for line in sys.stdin:
         print(m["executable"])
 ' "$t" | xargs -I{} cp {} "$out/$t"
 done
+# The ABI programs, linked against our runtime and against NVIDIA's
+# (tests/device/abi.sh compares the two).
+cargo build --release -p macuda-abi --lib
+tests/cuda/abi/build.sh target/abi-device "$target/release/libcudart.a" --nvidia
+mkdir -p "$out/abi"
+for p in target/abi-device/*.nvidia; do
+  name=$(basename "${p%.nvidia}")
+  cp "target/abi-device/$name" "$p" "$out/abi/"
+done
 # Debug info would not fit what travels to the device machine.
-strip "$out"/*
+strip "$out"/* "$out"/abi/* 2>/dev/null || true
 ls -l "$out"

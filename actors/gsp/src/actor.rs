@@ -69,6 +69,9 @@ pub struct DeviceInfo {
 /// array and the memory system (`cudaDeviceProp`'s per-device fields).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComputeFacts {
+    /// Video memory a CUDA runtime calls the device's total (RM's heap,
+    /// where RM gives one).
+    pub total_memory: u64,
     pub sm_count: u32,
     pub warp_size: u32,
     pub max_warps_per_sm: u32,
@@ -82,6 +85,7 @@ pub struct ComputeFacts {
 /// The null card stands in for an RTX 5090: its published SM count, L2
 /// and memory bus.
 pub const NULL_COMPUTE: ComputeFacts = ComputeFacts {
+    total_memory: 32 << 30,
     sm_count: 170,
     warp_size: 32,
     max_warps_per_sm: 48,
@@ -450,7 +454,12 @@ impl GspActor {
             name: Some(identity.name.clone()),
             driver_version: Some(identity.driver_version.clone()),
             compute: ComputeFacts {
-                sm_count: gr.sm_count(),
+                total_memory: if identity.heap_bytes > 0 {
+                    identity.heap_bytes
+                } else {
+                    identity.vram_bytes
+                },
+                sm_count: gr.sm_count(chip.chip.compute_capability().unwrap_or(0)),
                 warp_size: gr.warp_size,
                 max_warps_per_sm: gr.max_warps_per_sm,
                 l2_bytes: identity.l2_bytes,

@@ -413,6 +413,10 @@ pub struct KernelIdentity {
     pub vram_bytes: u64,
     pub l2_bytes: u64,
     pub memory_bus_bits: u32,
+    /// The heap RM allocates clients' video memory from.
+    pub heap_bytes: u64,
+    /// Video memory less what RM keeps for itself.
+    pub usable_bytes: u64,
 }
 
 /// An open RM client with its device and subdevice on one GPU; freed
@@ -1294,9 +1298,15 @@ impl KernelRm {
         self.control(self.subdevice, control::GPU_GET_NAME_STRING, &mut name)?;
         let mut arch = ArchInfo::default();
         self.control(self.subdevice, control::MC_GET_ARCH_INFO, &mut arch)?;
-        let asked = [fb_info::RAM_SIZE, fb_info::L2CACHE_SIZE, fb_info::BUS_WIDTH];
+        let asked = [
+            fb_info::RAM_SIZE,
+            fb_info::L2CACHE_SIZE,
+            fb_info::BUS_WIDTH,
+            fb_info::HEAP_SIZE,
+            fb_info::USABLE_RAM_SIZE,
+        ];
         let mut fb = FbInfoV2 {
-            // CAST: three entries.
+            // CAST: five entries.
             count: asked.len() as u32,
             ..FbInfoV2::default()
         };
@@ -1317,6 +1327,8 @@ impl KernelRm {
             vram_bytes: u64::from(fb.entries[0].data) << 10,
             l2_bytes: u64::from(fb.entries[1].data),
             memory_bus_bits: fb.entries[2].data,
+            heap_bytes: u64::from(fb.entries[3].data) << 10,
+            usable_bytes: u64::from(fb.entries[4].data) << 10,
         })
     }
 }
@@ -1384,12 +1396,28 @@ pub struct GrFacts {
     pub cores_per_sm: u32,
 }
 
+/// FP32 cores per SM by compute capability (the programming guide's
+/// table), for where RM does not say (the H200 answers MAX_SP_PER_SM
+/// with 0).
+pub fn fp32_cores_per_sm(compute_capability: u32) -> u32 {
+    match compute_capability {
+        75 | 80 => 64,
+        _ => 128,
+    }
+}
+
 impl GrFacts {
-    /// SMs the engine really has: enabled cores over cores per SM, or the
-    /// chip's most when RM gave no core count.
-    pub fn sm_count(&self) -> u32 {
-        if self.cores > 0 && self.cores_per_sm > 0 {
-            self.cores / self.cores_per_sm
+    /// SMs the engine really has: enabled cores over cores per SM (RM's
+    /// figure, else the architecture's), or the chip's most when RM gave
+    /// no core count.
+    pub fn sm_count(&self, compute_capability: u32) -> u32 {
+        let per_sm = if self.cores_per_sm > 0 {
+            self.cores_per_sm
+        } else {
+            fp32_cores_per_sm(compute_capability)
+        };
+        if self.cores > 0 {
+            self.cores / per_sm
         } else {
             self.gpcs * self.tpcs_per_gpc * self.sms_per_tpc
         }
@@ -1541,5 +1569,33 @@ impl Drop for KernelRm {
         if let Err(e) = self.free(0, self.client) {
             tracing::warn!(error = %e, "freeing the RM client failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gr(cores: u32, cores_per_sm: u32) -> GrFacts {
+        GrFacts {
+            gpcs: 8,
+            tpcs_per_gpc: 9,
+            sms_per_tpc: 2,
+            max_warps_per_sm: 64,
+            sm_version: 0x900,
+            warp_size: 32,
+            cores,
+            cores_per_sm,
+        }
+    }
+
+    #[test]
+    fn the_sm_count_is_enabled_cores_over_cores_per_sm() {
+        // What the H200 answered: 16896 cores, 0 per SM (so the
+        // architecture's 128), 144 SMs at most.
+        assert_eq!(gr(16896, 0).sm_count(90), 132);
+        assert_eq!(gr(16896, 128).sm_count(90), 132);
+        assert_eq!(gr(6912, 0).sm_count(80), 108, "A100: 64 cores per SM");
+        assert_eq!(gr(0, 0).sm_count(90), 144, "no core count: the chip's most");
     }
 }

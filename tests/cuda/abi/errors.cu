@@ -52,31 +52,33 @@ int main(void) {
     int zero = 0;
     OK(cudaMemcpy(&zero, d, 0, cudaMemcpyDeviceToHost));
 
-    // Launch configurations.
+    // Launch configurations: NVIDIA's runtime calls each of these an
+    // invalid value.
     plain<<<1, 2048>>>(d);
-    CLEARS(cudaErrorInvalidConfiguration);
+    CLEARS(cudaErrorInvalidValue);
     plain<<<0, 32>>>(d);
-    CLEARS(cudaErrorInvalidConfiguration);
+    CLEARS(cudaErrorInvalidValue);
     plain<<<1, dim3(1, 1, 65)>>>(d);
-    CLEARS(cudaErrorInvalidConfiguration);
+    CLEARS(cudaErrorInvalidValue);
     plain<<<dim3(1, 65536, 1), 1>>>(d);
-    CLEARS(cudaErrorInvalidConfiguration);
+    CLEARS(cudaErrorInvalidValue);
     bounded<<<1, 128>>>(d);
     OK(cudaGetLastError());
     bounded<<<1, 256>>>(d);
-    CLEARS(cudaErrorLaunchOutOfResources);
+    CLEARS(cudaErrorInvalidValue);
     plain<<<1, 32, 200 * 1024>>>(d);
     CLEARS(cudaErrorInvalidValue);
     OK(cudaDeviceSynchronize());
 
-    // A host function that is no kernel; symbols never registered.
+    // A host function that is no kernel (an invalid handle, to NVIDIA's
+    // runtime); symbols never registered.
     void *args[] = {&d};
     EXPECT(cudaLaunchKernel((const void *)main, dim3(1), dim3(1), args, 0, 0),
-           cudaErrorInvalidDeviceFunction);
-    CLEARS(cudaErrorInvalidDeviceFunction);
+           cudaErrorInvalidResourceHandle);
+    CLEARS(cudaErrorInvalidResourceHandle);
     cudaFuncAttributes fa;
-    EXPECT(cudaFuncGetAttributes(&fa, (const void *)main), cudaErrorInvalidDeviceFunction);
-    CLEARS(cudaErrorInvalidDeviceFunction);
+    EXPECT(cudaFuncGetAttributes(&fa, (const void *)main), cudaErrorInvalidResourceHandle);
+    CLEARS(cudaErrorInvalidResourceHandle);
     EXPECT(cudaMemcpyToSymbol(not_a_symbol, &zero, sizeof zero), cudaErrorInvalidSymbol);
     CLEARS(cudaErrorInvalidSymbol);
     void *at = 0;

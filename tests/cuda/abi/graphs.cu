@@ -99,7 +99,7 @@ int main(void) {
     OK(cudaGraphInstantiate(&e, g3, 0));
     OK(cudaGraphLaunch(e, s));
     OK(cudaStreamSynchronize(s));
-    expect_y(y, 7.0f);
+    expect_y(y, (0 + 1.0f) * 2.0f + 3.0f);
 
     OK(cudaGraphExecDestroy(e));
     OK(cudaGraphDestroy(g));

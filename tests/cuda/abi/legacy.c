@@ -137,8 +137,8 @@ int main(void) {
     /* An unregistered module's stubs are no longer kernels. */
     __cudaUnregisterFatBinary(names);
     EXPECT(cudaLaunchKernel((const void *)stub_k64, one, one, args, 0, 0),
-           cudaErrorInvalidDeviceFunction);
-    EXPECT(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+           cudaErrorInvalidResourceHandle);
+    EXPECT(cudaGetLastError(), cudaErrorInvalidResourceHandle);
     OK(cudaGetLastError());
     OK(cudaFree(d));
     OK(cudaFree(da));

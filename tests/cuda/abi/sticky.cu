@@ -1,6 +1,7 @@
 // A kernel that reads an unmapped address poisons the context: the sync
-// that sees it, and every call after, answers cudaErrorIllegalAddress;
-// cudaGetLastError reports it and cannot clear it. (Only where kernels
+// that sees it, and every call after, answers cudaErrorIllegalAddress.
+// cudaGetLastError reports it once and then (as every call latches it
+// again) after each call that answered with it. (Only where kernels
 // run: on the null device the program says so and stops.)
 #include "check.h"
 
@@ -18,9 +19,11 @@ int main(void) {
     OK(cudaGetLastError());
     EXPECT(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
     EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
-    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
+    OK(cudaGetLastError());
     void *more;
     EXPECT(cudaMalloc(&more, 64), cudaErrorIllegalAddress);
+    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
     EXPECT(cudaMemset(d, 0, 64), cudaErrorIllegalAddress);
+    EXPECT(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
     return check_done();
 }
