@@ -7,7 +7,7 @@
 //! parameters the program passed. One test: the runtime is per process.
 
 use cudart::api::{device::*, graph::*, launch::*, memory::*, registration::*, streams::*};
-use cudart::types::{memcpy_kind, DeviceProp13, Dim3, Handle};
+use cudart::types::{memcpy_kind, DeviceProp12, DeviceProp13, Dim3, Handle};
 use cudart::CudaError;
 use macuda_tests::fake_rm::{GpuEvent, FAKE_L2_BYTES, FAKE_SMS};
 use macuda_tests::KernelWorld;
@@ -68,6 +68,23 @@ fn the_gpu_path_copies_fills_times_and_launches() {
         assert_eq!(p.l2CacheSize as u32, FAKE_L2_BYTES);
         let name = std::ffi::CStr::from_ptr(p.name.as_ptr()).to_str().unwrap();
         assert_eq!(name, "NVIDIA H200");
+        // CUDA 12's layout, through the name its headers use.
+        let mut p12: DeviceProp12 = std::mem::zeroed();
+        ok(cudaGetDeviceProperties_v2(&mut p12, 0));
+        assert_eq!(p12.multiProcessorCount as u32, FAKE_SMS);
+        assert_eq!((p12.major, p12.minor), (9, 0));
+        assert_eq!(p12.sharedMemPerBlockOptin, p.sharedMemPerBlockOptin);
+        assert_eq!(p12.totalGlobalMem, p.totalGlobalMem);
+        assert_eq!(
+            std::ffi::CStr::from_ptr(p12.name.as_ptr())
+                .to_str()
+                .unwrap(),
+            name
+        );
+        assert_eq!(
+            cudaGetDeviceProperties_v2(&mut p12, 1),
+            CudaError::INVALID_DEVICE
+        );
 
         // Pageable copies of 20 MiB: three chunks through staging each way.
         let n = 20 << 20;

@@ -71,6 +71,11 @@ fi
 step "macuda bench gpu (ours vs cudaLaunchKernel and CUDA graphs)" 0 240 \
   sh -c "'$bin/macuda' --device kernel bench gpu --launches 200000 --variants --reference '$ref' | tee '$out/bench-gpu.txt'"
 
+# The CUDA runtime: each program linked against ours and against NVIDIA's
+# cudart must print the same.
+step "ABI programs: ours vs NVIDIA's cudart, byte for byte" 0 600 \
+  sh -c "OUT='$out' bash tests/device/abi.sh | tee '$out/abi.txt'"
+
 # What the kernel log said about our faults (Xids), for the record.
 dmesg 2>/dev/null | grep -i -E "xid|nvrm" | tail -40 > "$out/kernel-log.txt"
 note "== kernel log (Xid lines)"
