@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod device;
+pub mod embed;
 pub mod error;
 pub mod graph;
 pub mod hash;

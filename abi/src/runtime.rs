@@ -78,13 +78,7 @@ pub fn runtime() -> Result<&'static Runtime, CudaError> {
 /// `cudaErrorIllegalState` when a runtime is already running, and the
 /// start-up errors of [`Runtime::over`].
 pub fn install(host: Host) -> Result<(), CudaError> {
-    let rt = Runtime::over(host).map_err(|e| {
-        eprintln!(
-            "macuda: the runtime did not start: {}",
-            macuda_core::error_chain(&e).join(": ")
-        );
-        CudaError::INITIALIZATION_ERROR
-    })?;
+    let rt = over_or_say(host)?;
     RUNTIME.set(Ok(rt)).map_err(|_| CudaError::ILLEGAL_STATE)?;
     register_exit();
     Ok(())
@@ -139,15 +133,20 @@ fn start() -> Result<Runtime, CudaError> {
         );
         CudaError::INITIALIZATION_ERROR
     })?;
-    let rt = Runtime::over(host).map_err(|e| {
+    let rt = over_or_say(host)?;
+    register_exit();
+    Ok(rt)
+}
+
+/// The runtime over `host`, or why not (on stderr: nothing else can say it).
+fn over_or_say(host: Host) -> Result<Runtime, CudaError> {
+    Runtime::over(host).map_err(|e| {
         eprintln!(
             "macuda: the runtime did not start: {}",
             macuda_core::error_chain(&e).join(": ")
         );
         CudaError::INITIALIZATION_ERROR
-    })?;
-    register_exit();
-    Ok(rt)
+    })
 }
 
 extern "C" {

@@ -6,7 +6,7 @@
 //! engine's clock, and launches and graph replays reach the GPU with the
 //! parameters the program passed. One test: the runtime is per process.
 
-use cudart::api::{device::*, graph::*, launch::*, memory::*, registration::*, streams::*};
+use cudart::api::{device::*, graph::*, launch::*, memory::*, streams::*};
 use cudart::types::{memcpy_kind, DeviceProp12, DeviceProp13, Dim3, Handle};
 use cudart::CudaError;
 use macuda_tests::fake_rm::{GpuEvent, FAKE_L2_BYTES, FAKE_SMS};
@@ -17,14 +17,6 @@ use std::time::Duration;
 const FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/vector_add.size.fatbin");
 /// Where sm_90 kernels find their parameters in bank 0.
 const PARAM_BASE: usize = 0x210;
-
-#[repr(C)]
-struct Wrapper {
-    magic: u32,
-    version: u32,
-    data: *const u8,
-    unused: *const u8,
-}
 
 extern "C" fn stub() {}
 
@@ -158,26 +150,7 @@ fn the_gpu_path_copies_fills_times_and_launches() {
         assert!(ms >= 0.0, "{ms}");
 
         // A launch: the GPU gets our parameters in bank 0.
-        let wrapper = Box::leak(Box::new(Wrapper {
-            magic: 0x466243B1,
-            version: 1,
-            data: FATBIN.as_ptr(),
-            unused: std::ptr::null(),
-        }));
-        let module = __cudaRegisterFatBinary((wrapper as *mut Wrapper).cast());
-        let stub_addr = stub as *const std::ffi::c_char;
-        __cudaRegisterFunction(
-            module,
-            stub_addr,
-            c"vector_add".as_ptr().cast_mut(),
-            c"vector_add".as_ptr(),
-            -1,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
+        cudart::embed::register(FATBIN, &[(stub as *const c_void, c"vector_add")]);
         let before = kernels(world).len();
         let mut count = 4096i32;
         let (mut a, mut b, mut c) = (d, d2, d);

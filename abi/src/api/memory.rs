@@ -382,38 +382,19 @@ fn symbol(
     Ok(g.address + offset as u64)
 }
 
-fn to_symbol(
-    sym: *const c_void,
-    src: *const c_void,
-    count: usize,
-    offset: usize,
-    kind: c_int,
-    stream: usize,
-    sync: bool,
-) -> Result<(), CudaError> {
-    if kind != memcpy_kind::HOST_TO_DEVICE
-        && kind != memcpy_kind::DEVICE_TO_DEVICE
-        && kind != memcpy_kind::DEFAULT
-    {
-        return Err(CudaError::INVALID_MEMCPY_DIRECTION);
-    }
-    let rt = runtime()?;
-    let at = symbol(rt, sym, offset, count)?;
-    copy(
-        rt,
-        CopyOp {
-            dst: at as usize,
-            src: src as usize,
-            bytes: count as u64,
-            kind,
-        },
-        stream,
-        sync,
-    )
+/// Which way a copy through a device variable goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Through {
+    ToSymbol,
+    FromSymbol,
 }
 
-fn from_symbol(
-    dst: *mut c_void,
+/// A copy between `other` and `count` bytes at `offset` in a registered
+/// device variable.
+#[allow(clippy::too_many_arguments)]
+fn symbol_copy(
+    way: Through,
+    other: usize,
     sym: *const c_void,
     count: usize,
     offset: usize,
@@ -421,25 +402,26 @@ fn from_symbol(
     stream: usize,
     sync: bool,
 ) -> Result<(), CudaError> {
-    if kind != memcpy_kind::DEVICE_TO_HOST
-        && kind != memcpy_kind::DEVICE_TO_DEVICE
-        && kind != memcpy_kind::DEFAULT
-    {
+    let host_side = match way {
+        Through::ToSymbol => memcpy_kind::HOST_TO_DEVICE,
+        Through::FromSymbol => memcpy_kind::DEVICE_TO_HOST,
+    };
+    if kind != host_side && kind != memcpy_kind::DEVICE_TO_DEVICE && kind != memcpy_kind::DEFAULT {
         return Err(CudaError::INVALID_MEMCPY_DIRECTION);
     }
     let rt = runtime()?;
-    let at = symbol(rt, sym, offset, count)?;
-    copy(
-        rt,
-        CopyOp {
-            dst: dst as usize,
-            src: at as usize,
-            bytes: count as u64,
-            kind,
-        },
-        stream,
-        sync,
-    )
+    let at = symbol(rt, sym, offset, count)? as usize;
+    let (dst, src) = match way {
+        Through::ToSymbol => (at, other),
+        Through::FromSymbol => (other, at),
+    };
+    let op = CopyOp {
+        dst,
+        src,
+        bytes: count as u64,
+        kind,
+    };
+    copy(rt, op, stream, sync)
 }
 
 #[no_mangle]
@@ -450,7 +432,18 @@ pub extern "C" fn cudaMemcpyToSymbol(
     offset: usize,
     kind: c_int,
 ) -> CudaError {
-    guard(|| to_symbol(sym, src, count, offset, kind, 0, true))
+    guard(|| {
+        symbol_copy(
+            Through::ToSymbol,
+            src as usize,
+            sym,
+            count,
+            offset,
+            kind,
+            0,
+            true,
+        )
+    })
 }
 
 #[no_mangle]
@@ -462,7 +455,18 @@ pub extern "C" fn cudaMemcpyToSymbolAsync(
     kind: c_int,
     stream: Handle,
 ) -> CudaError {
-    guard(|| to_symbol(sym, src, count, offset, kind, stream as usize, false))
+    guard(|| {
+        symbol_copy(
+            Through::ToSymbol,
+            src as usize,
+            sym,
+            count,
+            offset,
+            kind,
+            stream as usize,
+            false,
+        )
+    })
 }
 
 #[no_mangle]
@@ -473,7 +477,18 @@ pub extern "C" fn cudaMemcpyFromSymbol(
     offset: usize,
     kind: c_int,
 ) -> CudaError {
-    guard(|| from_symbol(dst, sym, count, offset, kind, 0, true))
+    guard(|| {
+        symbol_copy(
+            Through::FromSymbol,
+            dst as usize,
+            sym,
+            count,
+            offset,
+            kind,
+            0,
+            true,
+        )
+    })
 }
 
 #[no_mangle]
@@ -485,7 +500,18 @@ pub extern "C" fn cudaMemcpyFromSymbolAsync(
     kind: c_int,
     stream: Handle,
 ) -> CudaError {
-    guard(|| from_symbol(dst, sym, count, offset, kind, stream as usize, false))
+    guard(|| {
+        symbol_copy(
+            Through::FromSymbol,
+            dst as usize,
+            sym,
+            count,
+            offset,
+            kind,
+            stream as usize,
+            false,
+        )
+    })
 }
 
 /// # Safety

@@ -14,7 +14,6 @@ use cudart::api::launch::{
     __cudaLaunchKernel, __cudaPopCallConfiguration, __cudaPushCallConfiguration,
 };
 use cudart::api::memory::cudaMalloc;
-use cudart::api::registration::{__cudaRegisterFatBinary, __cudaRegisterFunction};
 use cudart::api::streams::{cudaStreamCreateWithFlags, cudaStreamSynchronize};
 use cudart::types::{Dim3, Handle};
 use cudart::CudaError;
@@ -29,14 +28,6 @@ const TOKEN_LAUNCHES: u64 = 1_600;
 const LANE_CAPACITY: usize = 1 << 15;
 /// Launches run before timing starts (module load, first descriptors).
 const WARM_LAUNCHES: u64 = 3_200;
-
-#[repr(C)]
-struct Wrapper {
-    magic: u32,
-    version: u32,
-    data: *const u8,
-    unused: *const u8,
-}
 
 extern "C" fn stub() {}
 
@@ -97,25 +88,7 @@ fn abi_launches(launches: u64) -> f64 {
     // SAFETY: every pointer handed to the runtime below is valid for what
     // the call reads or writes, and the fat binary is static.
     unsafe {
-        let wrapper = Box::leak(Box::new(Wrapper {
-            magic: 0x466243B1,
-            version: 1,
-            data: FATBIN.as_ptr(),
-            unused: std::ptr::null(),
-        }));
-        let module = __cudaRegisterFatBinary((wrapper as *mut Wrapper).cast());
-        __cudaRegisterFunction(
-            module,
-            stub as *const std::ffi::c_char,
-            c"vector_add".as_ptr().cast_mut(),
-            c"vector_add".as_ptr(),
-            -1,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
+        cudart::embed::register(FATBIN, &[(stub as *const c_void, c"vector_add")]);
         let mut stream: Handle = std::ptr::null_mut();
         check(cudaStreamCreateWithFlags(&mut stream, 1), "stream");
         let mut buffers = [std::ptr::null_mut::<c_void>(); 3];
