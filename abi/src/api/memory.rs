@@ -184,6 +184,32 @@ fn copy(rt: &Runtime, op: CopyOp, stream: usize, sync: bool) -> Result<(), CudaE
     issue(rt, stream, Node::Copy(op), sync)
 }
 
+/// A 1-D copy as the entries take it.
+fn memcpy(
+    dst: usize,
+    src: usize,
+    bytes: usize,
+    kind: c_int,
+    stream: usize,
+    sync: bool,
+) -> Result<(), CudaError> {
+    let op = CopyOp {
+        dst,
+        src,
+        bytes: bytes as u64,
+        kind,
+    };
+    copy(runtime()?, op, stream, sync)
+}
+
+/// Peer copies name devices: there is one, 0.
+fn on_our_device(dst_device: c_int, src_device: c_int) -> Result<(), CudaError> {
+    if dst_device != 0 || src_device != 0 {
+        return Err(CudaError::INVALID_DEVICE);
+    }
+    Ok(())
+}
+
 #[no_mangle]
 pub extern "C" fn cudaMemcpy(
     dst: *mut c_void,
@@ -191,15 +217,7 @@ pub extern "C" fn cudaMemcpy(
     bytes: usize,
     kind: c_int,
 ) -> CudaError {
-    guard(|| {
-        let op = CopyOp {
-            dst: dst as usize,
-            src: src as usize,
-            bytes: bytes as u64,
-            kind,
-        };
-        copy(runtime()?, op, 0, true)
-    })
+    guard(|| memcpy(dst as usize, src as usize, bytes, kind, 0, true))
 }
 
 #[no_mangle]
@@ -211,13 +229,14 @@ pub extern "C" fn cudaMemcpyAsync(
     stream: Handle,
 ) -> CudaError {
     guard(|| {
-        let op = CopyOp {
-            dst: dst as usize,
-            src: src as usize,
-            bytes: bytes as u64,
+        memcpy(
+            dst as usize,
+            src as usize,
+            bytes,
             kind,
-        };
-        copy(runtime()?, op, stream as usize, false)
+            stream as usize,
+            false,
+        )
     })
 }
 
@@ -231,16 +250,16 @@ pub extern "C" fn cudaMemcpyPeerAsync(
     stream: Handle,
 ) -> CudaError {
     guard(|| {
-        if dst_device != 0 || src_device != 0 {
-            return Err(CudaError::INVALID_DEVICE);
-        }
-        let op = CopyOp {
-            dst: dst as usize,
-            src: src as usize,
-            bytes: bytes as u64,
-            kind: memcpy_kind::DEVICE_TO_DEVICE,
-        };
-        copy(runtime()?, op, stream as usize, false)
+        on_our_device(dst_device, src_device)?;
+        let kind = memcpy_kind::DEVICE_TO_DEVICE;
+        memcpy(
+            dst as usize,
+            src as usize,
+            bytes,
+            kind,
+            stream as usize,
+            false,
+        )
     })
 }
 
@@ -253,16 +272,15 @@ pub extern "C" fn cudaMemcpyPeer(
     bytes: usize,
 ) -> CudaError {
     guard(|| {
-        if dst_device != 0 || src_device != 0 {
-            return Err(CudaError::INVALID_DEVICE);
-        }
-        let op = CopyOp {
-            dst: dst as usize,
-            src: src as usize,
-            bytes: bytes as u64,
-            kind: memcpy_kind::DEVICE_TO_DEVICE,
-        };
-        copy(runtime()?, op, 0, true)
+        on_our_device(dst_device, src_device)?;
+        memcpy(
+            dst as usize,
+            src as usize,
+            bytes,
+            memcpy_kind::DEVICE_TO_DEVICE,
+            0,
+            true,
+        )
     })
 }
 
@@ -409,19 +427,12 @@ fn symbol_copy(
     if kind != host_side && kind != memcpy_kind::DEVICE_TO_DEVICE && kind != memcpy_kind::DEFAULT {
         return Err(CudaError::INVALID_MEMCPY_DIRECTION);
     }
-    let rt = runtime()?;
-    let at = symbol(rt, sym, offset, count)? as usize;
+    let at = symbol(runtime()?, sym, offset, count)? as usize;
     let (dst, src) = match way {
         Through::ToSymbol => (at, other),
         Through::FromSymbol => (other, at),
     };
-    let op = CopyOp {
-        dst,
-        src,
-        bytes: count as u64,
-        kind,
-    };
-    copy(rt, op, stream, sync)
+    memcpy(dst, src, count, kind, stream, sync)
 }
 
 #[no_mangle]
