@@ -120,12 +120,13 @@ pub unsafe extern "C" fn __cudaRegisterManagedVar(
 #[no_mangle]
 pub extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
     guard_quiet(0, || {
-        let managed = REGISTRY.vars.iter().any(|v| {
-            v.managed
-                && REGISTRY
-                    .module(handle as usize)
-                    .is_some_and(|m| std::sync::Arc::ptr_eq(&m, &v.module))
-        });
+        let Some(module) = REGISTRY.module(handle as usize) else {
+            return 0;
+        };
+        let managed = REGISTRY
+            .vars
+            .iter()
+            .any(|v| v.managed && std::sync::Arc::ptr_eq(&module, &v.module));
         c_char::from(!managed)
     })
 }
