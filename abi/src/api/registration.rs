@@ -120,8 +120,9 @@ pub unsafe extern "C" fn __cudaRegisterManagedVar(
 #[no_mangle]
 pub extern "C" fn __cudaInitModule(handle: *mut *mut c_void) -> c_char {
     guard_quiet(0, || {
+        // A module we never registered has no managed variables of ours.
         let Some(module) = REGISTRY.module(handle as usize) else {
-            return 0;
+            return 1;
         };
         let managed = REGISTRY
             .vars
