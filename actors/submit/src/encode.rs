@@ -114,6 +114,11 @@ impl GridMembar {
 const SHARED_RESERVE_BYTES: u64 = 0x400;
 /// V05 stores the shared size >> 7.
 const SHARED_SIZE_GRANULE: u64 = 128;
+/// The shared-memory carve-outs an SM can be configured with, in KiB
+/// (CUDA's documented steps; a chip offers those up to its maximum).
+const CARVE_OUT_STEPS_KIB: [u32; 9] = [8, 16, 32, 64, 100, 132, 164, 196, 228];
+/// The carve-out CUDA asks for a kernel with little shared memory.
+const CARVE_OUT_FLOOR_KIB: u32 = 32;
 /// V05 stores local sizes >> 4.
 const LOCAL_SIZE_GRANULE: u32 = 16;
 /// Code prefetch is in 256-byte units, at most 0x1FF of them.
@@ -149,8 +154,10 @@ impl DeviceFormat {
             qmd,
             area,
             windows: (SHARED_WINDOW, LOCAL_WINDOW),
-            // 32 KiB minimum and target, the device's maximum carve-out.
-            sm_config: SmConfig::from_kib(32, 32, carve_out_kib).ok()?,
+            // 32 KiB minimum and target, the device's maximum carve-out;
+            // a block that needs more raises both (`sm_config_for`).
+            sm_config: SmConfig::from_kib(CARVE_OUT_FLOOR_KIB, CARVE_OUT_FLOOR_KIB, carve_out_kib)
+                .ok()?,
             // CAST: sm < 256; the high nibble is the major, the low the minor.
             sass_version: (((sm / 10) << 4) | (sm % 10)) as u8,
             chain: ChainTuning::default(),
@@ -166,6 +173,32 @@ impl DeviceFormat {
             return 0;
         }
         (k.local_bytes + cbank0::ABOVE_STACK_BYTES).next_multiple_of(LOCAL_SIZE_GRANULE)
+    }
+
+    /// The shared memory one block of `k` gets: its static part (at least
+    /// the reserve every CTA has) and the launch's dynamic part.
+    pub fn block_shared_bytes(&self, k: &KernelDesc, dynamic: u32) -> u64 {
+        (k.shared_bytes.max(SHARED_RESERVE_BYTES) + u64::from(dynamic))
+            .next_multiple_of(SHARED_SIZE_GRANULE)
+    }
+
+    /// The SM configuration a block needing `bytes` of shared memory runs
+    /// in: minimum and target the smallest carve-out that holds it (32 KiB
+    /// at least, as CUDA asks), the maximum the device's. On the H200 our
+    /// cuBLAS's 64 KiB-shared kernels computed wrong values on CUDA's
+    /// 32 KiB minimum and target, and right ones with this. A block larger
+    /// than any carve-out keeps the largest, and the launch is refused
+    /// before it gets here (the runtime checks the device's limit).
+    pub fn sm_config_for(&self, bytes: u64) -> SmConfig {
+        let max_kib = u32::from(self.sm_config.max - 1) * 4;
+        let need_kib = bytes.div_ceil(1024);
+        let kib = CARVE_OUT_STEPS_KIB
+            .iter()
+            .copied()
+            .filter(|&s| s >= CARVE_OUT_FLOOR_KIB && s <= max_kib)
+            .find(|&s| u64::from(s) >= need_kib)
+            .unwrap_or(max_kib);
+        SmConfig::from_kib(kib, kib, max_kib).unwrap_or(self.sm_config)
     }
 
     /// Bytes of one QMD.
@@ -226,10 +259,10 @@ impl DeviceFormat {
             register_count: k.registers,
             barrier_count: k.barriers.max(1),
             // CAST: shared memory per CTA is far below 4 GiB.
-            shared_memory_size: (k.shared_bytes.max(SHARED_RESERVE_BYTES)
-                + u64::from(launch.dynamic_shared_bytes))
-            .next_multiple_of(SHARED_SIZE_GRANULE) as u32,
-            sm_config: Some(self.sm_config),
+            shared_memory_size: self.block_shared_bytes(k, launch.dynamic_shared_bytes) as u32,
+            sm_config: Some(
+                self.sm_config_for(self.block_shared_bytes(k, launch.dynamic_shared_bytes)),
+            ),
             shared_allocation_enable: true,
             local_memory_high_size: self.local_bytes_per_thread(k),
             grid: launch.grid,
@@ -382,14 +415,15 @@ impl DeviceFormat {
         qmd.set(l.banks[0].addr_lower, lo)?;
         qmd.set(l.banks[0].addr_upper, hi)?;
         if shape.dynamic_shared_bytes > 0 {
-            let bytes = (t.desc.shared_bytes.max(SHARED_RESERVE_BYTES)
-                + u64::from(shape.dynamic_shared_bytes))
-            .next_multiple_of(SHARED_SIZE_GRANULE);
+            let bytes = self.block_shared_bytes(&t.desc, shape.dynamic_shared_bytes);
             // CAST: checked against the field width by `set`.
             qmd.set(
                 l.shared_memory_size,
                 (bytes >> l.shared_memory_shift) as u32,
             )?;
+            let c = self.sm_config_for(bytes);
+            qmd.set(l.min_sm_config_shared_mem_size, u32::from(c.min))?;
+            qmd.set(l.target_sm_config_shared_mem_size, u32::from(c.target))?;
         }
         if cbank0.len() != t.cbank0.len() {
             return Err(FormatError::WrongLength {
@@ -547,6 +581,60 @@ mod tests {
         assert_eq!(back.dependents[0].qmd_address, 0x4_0000_0100);
         assert_eq!(back.releases[0].payload, 77);
         assert_eq!(back.sass_version, 0x90);
+    }
+
+    #[test]
+    fn blocks_with_more_shared_memory_ask_for_a_carve_out_that_holds_them() {
+        let kib = |c: SmConfig| {
+            (
+                (u32::from(c.min) - 1) * 4,
+                (u32::from(c.target) - 1) * 4,
+                (u32::from(c.max) - 1) * 4,
+            )
+        };
+        let h = DeviceFormat::for_sm(90).unwrap();
+        assert_eq!(
+            kib(h.sm_config_for(0x400)),
+            (32, 32, 228),
+            "small blocks as CUDA asks"
+        );
+        assert_eq!(kib(h.sm_config_for(65 * 1024)), (100, 100, 228));
+        assert_eq!(kib(h.sm_config_for(197_632 + 1024)), (196, 196, 228));
+        assert_eq!(kib(h.sm_config_for(200 * 1024)), (228, 228, 228));
+        let b = DeviceFormat::for_sm(120).unwrap();
+        assert_eq!(kib(b.sm_config_for(66 * 1024)), (100, 100, 100));
+        assert_eq!(
+            kib(b.sm_config_for(200 * 1024)),
+            (100, 100, 100),
+            "never past the device's maximum"
+        );
+
+        // The descriptor and a launch from the template agree.
+        let shape = LaunchShape {
+            grid: [1, 1, 1],
+            block: [256, 1, 1],
+            dynamic_shared_bytes: 64 * 1024,
+        };
+        let k = kernel();
+        let d = h.descriptor(&k, &shape, 0x3_0000_0040);
+        assert_eq!(kib(d.sm_config.unwrap()), (100, 100, 228));
+        let t = h.template(k.clone()).unwrap();
+        let mut q = t.qmd.clone();
+        let mut bank = vec![0u8; t.cbank0.len()];
+        h.launch(
+            &t,
+            &shape,
+            &vec![0u8; k.param_bytes as usize],
+            &mut q,
+            slot(0x3_0000_0040, &mut bank, false),
+        )
+        .unwrap();
+        let back = qmd::decode(h.qmd, q.words()).unwrap();
+        assert_eq!(kib(back.sm_config.unwrap()), (100, 100, 228));
+        assert_eq!(
+            u64::from(back.shared_memory_size),
+            h.block_shared_bytes(&k, 64 * 1024)
+        );
     }
 
     fn slot(address: u64, bytes: &mut [u8], holds_template: bool) -> Bank0Slot<'_> {
