@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Lays out our CUDA runtime as a program or a loader looks for NVIDIA's:
-# libcudart.a (for -lcudart at link time), and shared libraries with the
-# sonames NVIDIA's runtime has - libcudart.so.13 and libcudart.so.12 - whose
-# symbols carry the version node of the same name, so binaries linked
-# against NVIDIA's (whose references are versioned) load ours in its place.
-# libcudart.so links to the CUDA 13 one.
+# Lays out our CUDA runtime and cuBLAS as a program or a loader looks for
+# NVIDIA's: libcudart.a and libcublas.a (for -lcudart / -lcublas at link
+# time), and shared libraries with the sonames NVIDIA's have -
+# libcudart.so.13 and .so.12, libcublas.so.13 and .so.12 - whose symbols
+# carry the version node of the same name, so binaries linked against
+# NVIDIA's (whose references are versioned) load ours in their place. Each
+# libcublas.so.N needs libcudart.so.N: its kernels run on our runtime.
+# libcudart.so and libcublas.so link to the CUDA 13 ones.
 #
 #   abi/build-libs.sh OUTDIR [--debug]
 set -euo pipefail
@@ -17,7 +19,7 @@ target=${CARGO_TARGET_DIR:-$root/target}
 
 flags=()
 [ "$profile" = release ] && flags=(--release)
-"${CARGO:-cargo}" build -q "${flags[@]}" -p macuda-abi --lib --manifest-path "$root/Cargo.toml"
+"${CARGO:-cargo}" build -q "${flags[@]}" -p macuda-abi -p macuda-cublas --lib --manifest-path "$root/Cargo.toml"
 lib="$target/$profile/libcudart.a"
 cp "$lib" "$out/libcudart.a"
 
@@ -33,4 +35,18 @@ for version in 13 12; do
         -lpthread -ldl -lm -lrt -lgcc_s
 done
 ln -sf libcudart.so.13 "$out/libcudart.so"
-echo "$(wc -l < "$out/exports.txt") entry points; libraries in $out"
+
+blas="$target/$profile/libcublas.a"
+cp "$blas" "$out/libcublas.a"
+nm -g --defined-only "$blas" 2>/dev/null | awk '$2 == "T" { print $3 }' \
+    | grep -E '^cublas' | sort -u > "$out/cublas-exports.txt"
+for version in 13 12; do
+    map="$out/libcublas.so.$version.map"
+    { echo "libcublas.so.$version {"; echo "  global:"
+      sed 's/.*/    &;/' "$out/cublas-exports.txt"; echo "  local: *;"; echo "};"; } > "$map"
+    gcc -shared -o "$out/libcublas.so.$version" -Wl,-soname,"libcublas.so.$version" \
+        -Wl,--version-script="$map" -Wl,--whole-archive "$blas" -Wl,--no-whole-archive \
+        -L"$out" -l:"libcudart.so.$version" -Wl,-rpath,'$ORIGIN' -lpthread -ldl -lm -lrt -lgcc_s
+done
+ln -sf libcublas.so.13 "$out/libcublas.so"
+echo "$(wc -l < "$out/exports.txt") runtime and $(wc -l < "$out/cublas-exports.txt") cuBLAS entry points; libraries in $out"
