@@ -32,6 +32,12 @@ for p in target/abi-device/*.nvidia; do
   name=$(basename "${p%.nvidia}")
   cp "target/abi-device/$name" "$p" "$out/abi/"
 done
+# Our cuBLAS: the shared libraries (ours, in place of NVIDIA's) and the
+# programs tests/device/cublas.sh runs on both.
+bash abi/build-libs.sh target/libs-device
+mkdir -p "$out/cublas/lib"
+cp target/libs-device/libcudart.so.13 target/libs-device/libcublas.so.13 "$out/cublas/lib/"
+tests/cuda/cublas/build.sh "$out/cublas" target/libs-device
 # Debug info would not fit what travels to the device machine.
-strip "$out"/* "$out"/abi/* 2>/dev/null || true
+strip "$out"/* "$out"/abi/* "$out"/cublas/* "$out"/cublas/lib/* 2>/dev/null || true
 ls -l "$out"

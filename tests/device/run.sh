@@ -76,6 +76,10 @@ step "macuda bench gpu (ours vs cudaLaunchKernel and CUDA graphs)" 0 240 \
 step "ABI programs: ours vs NVIDIA's cudart, byte for byte" 0 600 \
   sh -c "OUT='$out' bash tests/device/abi.sh | tee '$out/abi.txt'"
 
+# Our cuBLAS beside NVIDIA's: statuses, correctness, speed.
+step "cuBLAS: ours vs NVIDIA's (statuses, gemm_check, gemm_bench)" 0 900 \
+  sh -c "OUT='$out' bash tests/device/cublas.sh"
+
 # What the kernel log said about our faults (Xids), for the record.
 dmesg 2>/dev/null | grep -i -E "xid|nvrm" | tail -40 > "$out/kernel-log.txt"
 note "== kernel log (Xid lines)"
