@@ -11,36 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn scratch() -> PathBuf {
-    workspace().join("target").join("abi-programs")
-}
-
-/// Our libraries as abi/build-libs.sh lays them out (built in a target
-/// directory of their own, so the cargo running this test is not waited
-/// on).
-fn libraries() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = scratch().join("lib");
-        let status = Command::new("bash")
-            .arg(workspace().join("abi/build-libs.sh"))
-            .arg(&out)
-            .arg("--debug")
-            .env("CARGO", env!("CARGO"))
-            .env("CARGO_TARGET_DIR", scratch().join("cargo"))
-            .status()
-            .expect("bash runs");
-        assert!(status.success(), "abi/build-libs.sh failed");
-        out
-    })
-}
+use macuda_tests::runtime_libs::{libraries, scratch, workspace};
 
 /// The programs, linked against our libcudart.a.
 fn programs() -> &'static Path {

@@ -8,6 +8,7 @@ pub mod engines;
 pub mod fake_rm;
 pub mod fake_tinygpu;
 pub mod ioctl_hook;
+pub mod runtime_libs;
 
 use macuda_pci::{CardEvent, NullCard, NullOpener, NullProfile, Opener};
 use macuda_supervisor::{Host, HostConfig};

@@ -19,273 +19,87 @@ pub struct Signature {
     pub args: &'static [&'static str],
 }
 
-macro_rules! signature {
-    ($name:ident, $routine:literal, [$($arg:literal),+ $(,)?]) => {
-        pub const $name: Signature = Signature { routine: $routine, args: &[$($arg),+] };
-    };
+/// The argument lists, one per shape of entry (NVIDIA's batched and
+/// strided S forms count as the batched one does, without the strides).
+const GEMM: &[&str] = &[
+    "transa", "transb", "m", "n", "k", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc",
+];
+const GEMM_BATCH: &[&str] = &[
+    "transa",
+    "transb",
+    "m",
+    "n",
+    "k",
+    "alpha",
+    "A",
+    "lda",
+    "B",
+    "ldb",
+    "beta",
+    "C",
+    "ldc",
+    "batchCount",
+];
+const GEMM_TYPED: &[&str] = &[
+    "transa",
+    "transb",
+    "m",
+    "n",
+    "k",
+    "alpha",
+    "A",
+    "Atype",
+    "lda",
+    "B",
+    "Btype",
+    "ldb",
+    "beta",
+    "C",
+    "Ctype",
+    "ldc",
+    "computeType",
+    "algo",
+];
+const TRSM: &[&str] = &[
+    "side", "uplo", "trans", "diag", "m", "n", "alpha", "A", "lda", "B", "ldb",
+];
+const TRSM_BATCH: &[&str] = &[
+    "side",
+    "uplo",
+    "trans",
+    "diag",
+    "m",
+    "n",
+    "alpha",
+    "A",
+    "lda",
+    "B",
+    "ldb",
+    "batchCount",
+];
+
+const fn signature(routine: &'static str, args: &'static [&'static str]) -> Signature {
+    Signature { routine, args }
 }
 
-signature!(
-    SGEMM,
-    "SGEMM",
-    ["transa", "transb", "m", "n", "k", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc"]
-);
-signature!(
-    DGEMM,
-    "DGEMM",
-    ["transa", "transb", "m", "n", "k", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc"]
-);
-signature!(
-    HGEMM,
-    "HGEMM",
-    ["transa", "transb", "m", "n", "k", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc"]
-);
-signature!(
-    SGEMM_BATCHED,
-    "SgemmBatched",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "beta",
-        "C",
-        "ldc",
-        "batchCount"
-    ]
-);
-signature!(
-    DGEMM_BATCHED,
-    "DgemmBatched",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "beta",
-        "C",
-        "ldc",
-        "batchCount"
-    ]
-);
-signature!(
-    HGEMM_BATCHED,
-    "HgemmBatched",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "beta",
-        "C",
-        "ldc",
-        "batchCount"
-    ]
-);
-signature!(
-    SGEMM_STRIDED,
-    "SgemmStridedBatched",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "beta",
-        "C",
-        "ldc",
-        "batchCount"
-    ]
-);
-signature!(
-    DGEMM_STRIDED,
-    "DgemmStridedBatched",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "beta",
-        "C",
-        "ldc",
-        "batchCount"
-    ]
-);
-signature!(
-    HGEMM_STRIDED,
-    "HgemmStridedBatched",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "beta",
-        "C",
-        "ldc",
-        "batchCount"
-    ]
-);
-signature!(
-    SGEMM_EX,
-    "SGEMM_EX",
-    [
-        "transa", "transb", "m", "n", "k", "alpha", "A", "Atype", "lda", "B", "Btype", "ldb",
-        "beta", "C", "Ctype", "ldc"
-    ]
-);
-signature!(
-    GEMM_EX,
-    "GEMM_EX",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "Atype",
-        "lda",
-        "B",
-        "Btype",
-        "ldb",
-        "beta",
-        "C",
-        "Ctype",
-        "ldc",
-        "computeType",
-        "algo"
-    ]
-);
-signature!(
-    GEMM_BATCHED_EX,
-    "GEMM_EX",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "Atype",
-        "lda",
-        "B",
-        "Btype",
-        "ldb",
-        "beta",
-        "C",
-        "Ctype",
-        "ldc",
-        "computeType",
-        "algo"
-    ]
-);
-signature!(
-    GEMM_STRIDED_BATCHED_EX,
-    "GEMM_EX",
-    [
-        "transa",
-        "transb",
-        "m",
-        "n",
-        "k",
-        "alpha",
-        "A",
-        "Atype",
-        "lda",
-        "B",
-        "Btype",
-        "ldb",
-        "beta",
-        "C",
-        "Ctype",
-        "ldc",
-        "computeType",
-        "algo"
-    ]
-);
-signature!(
-    STRSM,
-    "STRSM",
-    ["side", "uplo", "trans", "diag", "m", "n", "alpha", "A", "lda", "B", "ldb"]
-);
-signature!(
-    DTRSM,
-    "DTRSM",
-    ["side", "uplo", "trans", "diag", "m", "n", "alpha", "A", "lda", "B", "ldb"]
-);
-signature!(
-    STRSM_BATCHED,
-    "SBATCHED TRSM",
-    [
-        "side",
-        "uplo",
-        "trans",
-        "diag",
-        "m",
-        "n",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "batchCount"
-    ]
-);
-signature!(
-    DTRSM_BATCHED,
-    "DBATCHED TRSM",
-    [
-        "side",
-        "uplo",
-        "trans",
-        "diag",
-        "m",
-        "n",
-        "alpha",
-        "A",
-        "lda",
-        "B",
-        "ldb",
-        "batchCount"
-    ]
-);
+pub const SGEMM: Signature = signature("SGEMM", GEMM);
+pub const DGEMM: Signature = signature("DGEMM", GEMM);
+pub const HGEMM: Signature = signature("HGEMM", GEMM);
+pub const SGEMM_BATCHED: Signature = signature("SgemmBatched", GEMM_BATCH);
+pub const DGEMM_BATCHED: Signature = signature("DgemmBatched", GEMM_BATCH);
+pub const HGEMM_BATCHED: Signature = signature("HgemmBatched", GEMM_BATCH);
+pub const SGEMM_STRIDED: Signature = signature("SgemmStridedBatched", GEMM_BATCH);
+pub const DGEMM_STRIDED: Signature = signature("DgemmStridedBatched", GEMM_BATCH);
+pub const HGEMM_STRIDED: Signature = signature("HgemmStridedBatched", GEMM_BATCH);
+/// SgemmEx counts as GemmEx does up to ldc, where it ends.
+pub const SGEMM_EX: Signature = signature("SGEMM_EX", GEMM_TYPED);
+pub const GEMM_EX: Signature = signature("GEMM_EX", GEMM_TYPED);
+pub const GEMM_BATCHED_EX: Signature = signature("GEMM_EX", GEMM_TYPED);
+pub const GEMM_STRIDED_BATCHED_EX: Signature = signature("GEMM_EX", GEMM_TYPED);
+pub const STRSM: Signature = signature("STRSM", TRSM);
+pub const DTRSM: Signature = signature("DTRSM", TRSM);
+pub const STRSM_BATCHED: Signature = signature("SBATCHED TRSM", TRSM_BATCH);
+pub const DTRSM_BATCHED: Signature = signature("DBATCHED TRSM", TRSM_BATCH);
 
 impl Signature {
     /// The line for `e`, when it is an out-of-range argument of this entry.

@@ -76,18 +76,6 @@ c_enum! {
     }
 }
 
-impl DataType {
-    /// Bytes of one element, for the types we compute with.
-    pub fn bytes(self) -> Option<usize> {
-        match self {
-            DataType::R16F | DataType::R16BF => Some(2),
-            DataType::R32F => Some(4),
-            DataType::R64F => Some(8),
-            _ => None,
-        }
-    }
-}
-
 c_enum! {
     /// `cublasComputeType_t`.
     ComputeType ("compute type") {
@@ -207,8 +195,6 @@ mod tests {
             "a data type is no compute type"
         );
         assert_eq!(DataType::from_c(14).unwrap(), DataType::R16BF);
-        assert_eq!(DataType::R16BF.bytes(), Some(2));
-        assert_eq!(DataType::C32F.bytes(), None);
     }
 
     #[test]

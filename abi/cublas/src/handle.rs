@@ -4,7 +4,7 @@
 //! into a table of live contexts, never dereferenced, so a null,
 //! destroyed or foreign handle is refused rather than followed.
 
-use crate::enums::{AtomicsMode, MathMode, PointerMode, MATH_DISALLOW_REDUCED_PRECISION_REDUCTION};
+use crate::enums::{AtomicsMode, MathMode, PointerMode};
 use crate::runtime::{DeviceFacts, Stream};
 use crate::status::Error;
 use dashmap::DashMap;
@@ -30,11 +30,6 @@ pub struct Settings {
 impl Settings {
     pub fn stream(&self) -> Stream {
         self.stream as Stream
-    }
-
-    /// Whether the caller forbade reduced-precision reductions.
-    pub fn exact_reductions(&self) -> bool {
-        self.math_raw & MATH_DISALLOW_REDUCED_PRECISION_REDUCTION != 0
     }
 }
 
@@ -126,6 +121,5 @@ mod tests {
         assert_eq!(s.stream, 0);
         assert_eq!(s.math, MathMode::Default);
         assert_eq!(s.pointer_mode, PointerMode::Host);
-        assert!(!s.exact_reductions());
     }
 }

@@ -13,35 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// Shared with the runtime's own program tests (abi/tests/programs.rs):
-/// the same libraries, built once.
-fn scratch() -> PathBuf {
-    workspace().join("target").join("abi-programs")
-}
-
-fn libraries() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = scratch().join("lib");
-        let status = Command::new("bash")
-            .arg(workspace().join("abi/build-libs.sh"))
-            .arg(&out)
-            .arg("--debug")
-            .env("CARGO", env!("CARGO"))
-            .env("CARGO_TARGET_DIR", scratch().join("cargo"))
-            .status()
-            .expect("bash runs");
-        assert!(status.success(), "abi/build-libs.sh failed");
-        out
-    })
-}
+use macuda_tests::runtime_libs::{libraries, scratch, workspace};
 
 fn programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

@@ -22,7 +22,7 @@ pub unsafe extern "C" fn cublasCreate_v2(handle: *mut CublasHandle) -> Status {
         // SAFETY: the caller's promise.
         let slot = unsafe { out(handle, "handle") }?;
         let device = runtime::current_device().map_err(Error::NoRuntime)?;
-        kernels::ensure_registered();
+        kernels::register();
         *slot = handle::insert(Context::new(device));
         Ok(())
     })

@@ -27,12 +27,14 @@ pub enum Choice {
 }
 
 impl Choice {
+    /// Read once per process: every GEMM call asks.
     pub fn from_env() -> Choice {
-        match std::env::var("MACUDA_CUBLAS_KERNELS").as_deref() {
+        static CHOICE: std::sync::OnceLock<Choice> = std::sync::OnceLock::new();
+        *CHOICE.get_or_init(|| match std::env::var("MACUDA_CUBLAS_KERNELS").as_deref() {
             Ok("simt") => Choice::Simt,
             Ok("mma") => Choice::Mma,
             _ => Choice::Auto,
-        }
+        })
     }
 }
 

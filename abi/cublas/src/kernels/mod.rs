@@ -138,8 +138,9 @@ struct Wrapper {
 const WRAPPER_MAGIC: u32 = 0x466243B1;
 const WRAPPER_VERSION: u32 = 1;
 
-/// Register the fat binary and every kernel's stub, once per process.
-fn register() {
+/// Register the fat binary and every kernel's stub, once per process
+/// (at handle creation, and before any launch).
+pub fn register() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let wrapper = Box::leak(Box::new(Wrapper {
@@ -170,11 +171,6 @@ fn register() {
             runtime::__cudaRegisterFatBinaryEnd(module);
         }
     });
-}
-
-/// Make the kernels known to the runtime (at handle creation).
-pub fn ensure_registered() {
-    register();
 }
 
 /// A kernel that needs more than the default dynamic shared memory asks
