@@ -1,4 +1,4 @@
-use crate::cubin::{Kernel, Param};
+use crate::cubin::Param;
 use crate::error::LoaderError;
 use crate::image::{bank_bindings, cbank0_bytes, BankBinding, Bases};
 use crate::module::{prepare, system_extern_address, Prepared};
@@ -181,12 +181,6 @@ struct LoaderActor {
     stats: LoaderStats,
 }
 
-fn local_bytes(k: &Kernel) -> u32 {
-    // 0xffffffff marks a stack size ptxas could not bound (recursion).
-    let stack = k.min_stack_bytes.filter(|s| *s != u32::MAX).unwrap_or(0);
-    stack.max(k.frame_bytes.unwrap_or(0))
-}
-
 impl LoaderActor {
     fn free(&self, code: &DeviceBuffer, data: Option<&DeviceBuffer>) {
         let _ = self.memory.free_device(code.va);
@@ -321,7 +315,7 @@ impl LoaderService for LoaderActor {
             registers: k.registers.unwrap_or(0),
             max_registers: k.max_registers,
             shared_bytes: k.shared_bytes,
-            local_bytes: local_bytes(k),
+            local_bytes: k.local_bytes(),
             barriers: k.barriers.unwrap_or(0),
             max_threads: k.max_threads,
             required_threads: k.required_threads,

@@ -2,7 +2,7 @@
 //! this machine, decoded by our own format definitions, so our stream can
 //! be diffed against NVIDIA's whenever a launch misbehaves.
 //!
-//!   capture-cuda IMAGE KERNEL [--grid X,Y,Z] [--block X,Y,Z] [--int N] [--json FILE]
+//!   capture-cuda IMAGE KERNEL [--grid X,Y,Z] [--block X,Y,Z] [--int N] [--shared BYTES] [--json FILE]
 //!
 //! IMAGE is a cubin or fatbin (ours: tests/cuda/fixtures). The tool hooks
 //! libc's ioctl before libcuda starts (tests/src/ioctl_hook.rs), opens the
@@ -15,6 +15,8 @@
 //! reads them again and decodes every new GP entry's segment: methods by
 //! the class bound on each subchannel, inline uploads, and each launch's
 //! QMD and constant bank 0. Code uploads are shown by size and hash only.
+//! Last it prints the QMD our encoder builds for the same launch (sm_90),
+//! decoded the same way, so the two can be diffed field by field.
 
 use clap::Parser;
 use macuda_hw::push::GpEntry;
@@ -36,6 +38,10 @@ struct Args {
     /// The value of every 4-byte parameter.
     #[arg(long, default_value_t = 256)]
     int: i32,
+    /// Dynamic shared memory for the launch, in bytes (raised as the
+    /// kernel's limit first, as a CUDA program must).
+    #[arg(long, default_value_t = 0)]
+    shared: u32,
     /// Write the launches (QMD and bank-0 words) as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -81,6 +87,7 @@ struct Cuda {
         *mut *mut c_void,
     ) -> CuResult,
     synchronize: unsafe extern "C" fn() -> CuResult,
+    func_set_attribute: unsafe extern "C" fn(*mut c_void, i32, i32) -> CuResult,
     error_name: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
 }
 
@@ -108,6 +115,7 @@ impl Cuda {
             memset: sym!(b"cuMemsetD8_v2"),
             launch: sym!(b"cuLaunchKernel"),
             synchronize: sym!(b"cuCtxSynchronize"),
+            func_set_attribute: sym!(b"cuFuncSetAttribute"),
             error_name: sym!(b"cuGetErrorName"),
             _lib: lib,
         })
@@ -276,7 +284,16 @@ fn run(args: &Args) -> Result<(), String> {
         values.push(v);
     }
     // SAFETY: as above.
-    unsafe { cu.check("cuCtxSynchronize (before)", (cu.synchronize)())? };
+    unsafe {
+        if args.shared > 0 {
+            let bytes = i32::try_from(args.shared).map_err(|e| format!("--shared: {e}"))?;
+            cu.check(
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                (cu.func_set_attribute)(func, FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+            )?;
+        }
+        cu.check("cuCtxSynchronize (before)", (cu.synchronize)())?;
+    }
     let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
 
     let chans = channels(&ioctl_hook::records());
@@ -298,7 +315,7 @@ fn run(args: &Args) -> Result<(), String> {
                 block[0],
                 block[1],
                 block[2],
-                0,
+                args.shared,
                 std::ptr::null_mut(),
                 pointers.as_mut_ptr(),
                 std::ptr::null_mut(),
@@ -435,11 +452,72 @@ fn run(args: &Args) -> Result<(), String> {
         "# {} launch(es) found in what the launch added",
         launches.len()
     );
+    println!(
+        "# ours for the same launch: {}",
+        ours(&kernel, grid, block, args.shared)?
+    );
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&launches).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
+const FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
+
+/// The QMD our encoder builds for this launch on sm_90, decoded.
+fn ours(
+    kernel: &macuda_loader::cubin::Kernel,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+) -> Result<String, String> {
+    use macuda_submit::encode::{qmd_bytes, Bank0Slot};
+    use macuda_submit::{DeviceFormat, LaunchShape};
+    let f = DeviceFormat::for_sm(90).ok_or("no device format for sm_90")?;
+    let desc = macuda_submit::KernelDesc {
+        name: kernel.name.clone(),
+        // Where the code sits does not matter for the comparison.
+        entry: 0,
+        code_bytes: kernel.code_bytes,
+        registers: kernel.registers.unwrap_or(0),
+        barriers: kernel.barriers.unwrap_or(0),
+        shared_bytes: kernel.shared_bytes,
+        local_bytes: kernel.local_bytes(),
+        param_base: kernel.param_base,
+        param_bytes: kernel.param_bytes,
+        banks: Vec::new(),
+    };
+    let t = f.template(desc.clone()).map_err(|e| e.to_string())?;
+    let shape = LaunchShape {
+        grid,
+        block,
+        dynamic_shared_bytes: shared,
+    };
+    let mut bank = vec![0u8; f.cbank0_bytes(&desc) as usize];
+    let mut q = macuda_hw::qmd::Qmd::new(f.qmd);
+    let params = vec![0u8; desc.param_bytes as usize];
+    f.launch(
+        &t,
+        &shape,
+        &params,
+        &mut q,
+        Bank0Slot {
+            address: 0,
+            bytes: &mut bank,
+            holds_template: false,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let mut raw = vec![0u8; f.qmd_bytes() as usize];
+    qmd_bytes(&q, &mut raw);
+    let words: Vec<u32> = raw
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let d = macuda_hw::qmd::decode(f.qmd, &words).map_err(|e| e.to_string())?;
+    Ok(format!("{d:?}"))
 }
 
 fn main() {

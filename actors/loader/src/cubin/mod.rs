@@ -140,7 +140,20 @@ impl Kernel {
     pub fn unknown_attributes(&self) -> impl Iterator<Item = &eiattr::Record> {
         self.attributes.iter().filter(|r| r.name().is_none())
     }
+
+    /// Per-thread local memory the kernel needs: its stack or its frame,
+    /// whichever is larger (a stack ptxas could not bound counts as none).
+    pub fn local_bytes(&self) -> u32 {
+        let stack = self
+            .min_stack_bytes
+            .filter(|s| *s != UNBOUNDED_STACK)
+            .unwrap_or(0);
+        stack.max(self.frame_bytes.unwrap_or(0))
+    }
 }
+
+/// MIN_STACK_SIZE's value for a stack ptxas could not bound (recursion).
+pub const UNBOUNDED_STACK: u32 = u32::MAX;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConstantBank {
