@@ -7,81 +7,7 @@ use crate::types::{dev_attr, DeviceProp12, DeviceProp13};
 use macuda_gsp::ComputeFacts;
 use std::ffi::c_char;
 
-/// Limits every device of one compute capability shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArchLimits {
-    pub sm: u32,
-    pub max_threads_per_sm: u32,
-    pub max_blocks_per_sm: u32,
-    pub shared_per_sm: u64,
-    /// The most one block may use after opting in
-    /// (`cudaFuncAttributeMaxDynamicSharedMemorySize`).
-    pub shared_per_block_optin: u64,
-}
-
-/// Per compute capability, from the programming guide's table.
-const ARCHES: &[ArchLimits] = &[
-    ArchLimits {
-        sm: 75,
-        max_threads_per_sm: 1024,
-        max_blocks_per_sm: 16,
-        shared_per_sm: 64 << 10,
-        shared_per_block_optin: 64 << 10,
-    },
-    ArchLimits {
-        sm: 80,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        shared_per_sm: 164 << 10,
-        shared_per_block_optin: 163 << 10,
-    },
-    ArchLimits {
-        sm: 86,
-        max_threads_per_sm: 1536,
-        max_blocks_per_sm: 16,
-        shared_per_sm: 100 << 10,
-        shared_per_block_optin: 99 << 10,
-    },
-    ArchLimits {
-        sm: 89,
-        max_threads_per_sm: 1536,
-        max_blocks_per_sm: 24,
-        shared_per_sm: 100 << 10,
-        shared_per_block_optin: 99 << 10,
-    },
-    ArchLimits {
-        sm: 90,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        shared_per_sm: 228 << 10,
-        shared_per_block_optin: 227 << 10,
-    },
-    ArchLimits {
-        sm: 100,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        shared_per_sm: 228 << 10,
-        shared_per_block_optin: 227 << 10,
-    },
-    ArchLimits {
-        sm: 120,
-        max_threads_per_sm: 1536,
-        max_blocks_per_sm: 32,
-        shared_per_sm: 100 << 10,
-        shared_per_block_optin: 99 << 10,
-    },
-];
-
-/// The limits of `sm`'s family (an unknown minor takes its major's row).
-pub fn arch_limits(sm: u32) -> ArchLimits {
-    ARCHES
-        .iter()
-        .rev()
-        .find(|a| a.sm <= sm && a.sm / 10 == sm / 10)
-        .or_else(|| ARCHES.iter().rev().find(|a| a.sm <= sm))
-        .copied()
-        .unwrap_or(ARCHES[0])
-}
+pub use macuda_hw::sm::{arch_limits, ArchLimits, REGISTERS_PER_SM, RESERVED_SHARED_PER_BLOCK};
 
 /// What every CUDA device since sm_30 allows.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
@@ -89,13 +15,10 @@ pub const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
 pub const MAX_GRID_DIM: [u32; 3] = [0x7FFF_FFFF, 65535, 65535];
 /// Shared memory one block may use without opting in.
 pub const SHARED_PER_BLOCK: u64 = 48 << 10;
-pub const REGISTERS_PER_SM: u32 = 64 << 10;
 pub const REGISTERS_PER_BLOCK: u32 = 64 << 10;
 /// ptxas never gives a thread more.
 pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
 pub const CONSTANT_MEMORY: u64 = 64 << 10;
-/// Shared memory the system keeps per block on sm_80 and later.
-pub const RESERVED_SHARED_PER_BLOCK: u64 = 1 << 10;
 pub const TEXTURE_ALIGNMENT: u64 = 512;
 pub const TEXTURE_PITCH_ALIGNMENT: u64 = 32;
 pub const SURFACE_ALIGNMENT: u64 = 512;

@@ -14,6 +14,7 @@ use crate::runtime::Runtime;
 use crate::streams::StreamState;
 use crate::types::Dim3;
 use crate::work::{issue, KernelNode, Node};
+use macuda_hw::sm::{registers_per_warp, WARP_SIZE};
 use macuda_submit::{LaneLaunch, ParamBlock, INLINE_PARAM_BYTES};
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -55,15 +56,6 @@ pub fn take_legacy_args() -> Vec<Vec<u8>> {
     LEGACY_ARGS.with(|a| std::mem::take(&mut *a.borrow_mut()))
 }
 
-/// Registers a warp is given: threads' registers rounded up to the
-/// allocation unit.
-const REGISTER_UNIT: u64 = 256;
-const WARP: u64 = 32;
-
-pub fn registers_per_warp(registers: u32) -> u64 {
-    (u64::from(registers) * WARP).next_multiple_of(REGISTER_UNIT)
-}
-
 /// The most threads a block of this kernel can have.
 pub fn max_threads(r: &Resolved) -> u32 {
     let mut max = MAX_THREADS_PER_BLOCK;
@@ -73,7 +65,7 @@ pub fn max_threads(r: &Resolved) -> u32 {
     let per_warp = registers_per_warp(r.info.registers);
     if let Some(warps) = u64::from(REGISTERS_PER_BLOCK).checked_div(per_warp) {
         // CAST: at most 2048 warps' worth of threads.
-        max = max.min((warps * WARP) as u32);
+        max = max.min((warps * u64::from(WARP_SIZE)) as u32);
     }
     max
 }
@@ -256,14 +248,6 @@ pub fn launch_legacy(rt: &Runtime, host_fun: usize) -> Result<(), CudaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_warp_takes_registers_in_units() {
-        assert_eq!(registers_per_warp(1), 256);
-        assert_eq!(registers_per_warp(8), 256);
-        assert_eq!(registers_per_warp(9), 512);
-        assert_eq!(registers_per_warp(255), 8192);
-    }
 
     #[test]
     fn configurations_pop_last_in_first_out() {

@@ -2,13 +2,14 @@
 
 use super::out;
 use crate::error::{clear_sticky, guard, take_last, CudaError};
-use crate::launch::{max_threads, registers_per_warp};
+use crate::launch::max_threads;
 use crate::registry::REGISTRY;
 use crate::runtime::runtime;
 use crate::streams::{GREATEST_PRIORITY, LEAST_PRIORITY};
 use crate::types::{
     func_attr, DeviceProp12, DeviceProp13, FuncAttributes, DRIVER_VERSION, RUNTIME_VERSION,
 };
+use macuda_hw::sm::BlockNeeds;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -350,11 +351,6 @@ pub extern "C" fn cudaFuncSetCacheConfig(func: *const c_void, _config: c_int) ->
     guard(|| REGISTRY.kernel(func as usize).map(|_| ()))
 }
 
-/// Shared memory the occupancy answers allocate in.
-const SHARED_UNIT: u64 = 128;
-/// Warps are allocated to a block in groups of this many for registers.
-const WARP_GROUP: u64 = 4;
-
 /// # Safety
 /// `blocks` is null or writable.
 #[no_mangle]
@@ -377,23 +373,18 @@ pub unsafe extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
             return Ok(());
         }
         let facts = &rt.facts;
-        let warps = threads.div_ceil(32);
-        let max_warps = u64::from(facts.compute.max_warps_per_sm.max(1));
-        let by_threads = max_warps / warps;
-        let by_blocks = u64::from(facts.arch.max_blocks_per_sm);
-        let per_warp = registers_per_warp(r.info.registers);
-        let by_registers = u64::from(crate::device::REGISTERS_PER_SM)
-            .checked_div(per_warp)
-            .map_or(u64::MAX, |slots| (slots / WARP_GROUP * WARP_GROUP) / warps);
         let shared = facts.user_static_shared(r.info.shared_bytes)
             + facts.reserved_shared_per_block()
             + dynamic_shared as u64;
-        let by_shared = if shared == 0 {
-            u64::MAX
-        } else {
-            facts.arch.shared_per_sm / shared.next_multiple_of(SHARED_UNIT)
+        // CAST: at most max_threads(r), 1024.
+        let needs = BlockNeeds {
+            threads: threads as u32,
+            registers: r.info.registers,
+            shared_bytes: shared,
         };
-        let n = by_threads.min(by_blocks).min(by_registers).min(by_shared);
+        // The warps RM says an SM holds, where it says.
+        let by_warps = u64::from(facts.compute.max_warps_per_sm.max(1)) / threads.div_ceil(32);
+        let n = u64::from(facts.arch.resident_blocks(needs)).min(by_warps);
         *blocks = c_int::try_from(n).unwrap_or(c_int::MAX);
         Ok(())
     })

@@ -14,6 +14,7 @@ pub mod push;
 pub mod qmd;
 pub mod regs;
 pub mod rm;
+pub mod sm;
 
 pub use chip::{Chip, ChipIdentity};
 pub use regs::{Field, RegisterDesc};

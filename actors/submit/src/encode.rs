@@ -10,6 +10,10 @@ use macuda_hw::qmd::{
     DependentAction, DependentSlot, LaunchDescriptor, Qmd, QmdType, QmdVersion, ReleaseSlot,
     SamplerIndex, SmConfig, StructureSize,
 };
+use macuda_hw::sm::{
+    arch_limits, ArchLimits, BlockNeeds, CARVE_OUT_FLOOR_KIB, RESERVED_SHARED_PER_BLOCK,
+    SHARED_UNIT,
+};
 use serde::{Deserialize, Serialize};
 
 /// A constant bank a kernel needs bound besides bank 0.
@@ -47,6 +51,8 @@ pub struct DeviceFormat {
     pub area: DriverArea,
     pub windows: (u64, u64),
     pub sm_config: SmConfig,
+    /// What one SM holds: decides the carve-out each launch asks for.
+    pub limits: ArchLimits,
     pub sass_version: u8,
     /// How a chain hands over from one launch to the next.
     pub chain: ChainTuning,
@@ -111,14 +117,7 @@ impl GridMembar {
 
 /// The reserve every sm_90+ CTA gets even without shared memory (CUDA's
 /// QMDs carry 0x400 for such kernels).
-const SHARED_RESERVE_BYTES: u64 = 0x400;
-/// V05 stores the shared size >> 7.
-const SHARED_SIZE_GRANULE: u64 = 128;
-/// The shared-memory carve-outs an SM can be configured with, in KiB
-/// (CUDA's documented steps; a chip offers those up to its maximum).
-const CARVE_OUT_STEPS_KIB: [u32; 9] = [8, 16, 32, 64, 100, 132, 164, 196, 228];
-/// The carve-out CUDA asks for a kernel with little shared memory.
-const CARVE_OUT_FLOOR_KIB: u32 = 32;
+const SHARED_RESERVE_BYTES: u64 = RESERVED_SHARED_PER_BLOCK;
 /// V05 stores local sizes >> 4.
 const LOCAL_SIZE_GRANULE: u32 = 16;
 /// Code prefetch is in 256-byte units, at most 0x1FF of them.
@@ -144,20 +143,27 @@ impl DeviceFormat {
     /// For a compute capability (major*10 + minor).
     pub fn for_sm(sm: u32) -> Option<DeviceFormat> {
         let area = cbank0::for_sm(sm)?;
-        let (qmd, carve_out_kib) = match sm {
-            80..=89 => (QmdVersion::V03_00, 100),
-            90..=99 => (QmdVersion::V04_00, 228),
-            _ => (QmdVersion::V05_00, 100),
+        let qmd = match sm {
+            80..=89 => QmdVersion::V03_00,
+            90..=99 => QmdVersion::V04_00,
+            _ => QmdVersion::V05_00,
         };
+        let limits = arch_limits(sm);
         Some(DeviceFormat {
             sm,
             qmd,
             area,
             windows: (SHARED_WINDOW, LOCAL_WINDOW),
-            // 32 KiB minimum and target, the device's maximum carve-out;
-            // a block that needs more raises both (`sm_config_for`).
-            sm_config: SmConfig::from_kib(CARVE_OUT_FLOOR_KIB, CARVE_OUT_FLOOR_KIB, carve_out_kib)
-                .ok()?,
+            // CUDA's 32 KiB minimum and target, the device's largest
+            // carve-out; each launch raises both as its blocks need
+            // (`sm_config_for`).
+            sm_config: SmConfig::from_kib(
+                CARVE_OUT_FLOOR_KIB,
+                CARVE_OUT_FLOOR_KIB,
+                limits.max_carve_out_kib(),
+            )
+            .ok()?,
+            limits,
             // CAST: sm < 256; the high nibble is the major, the low the minor.
             sass_version: (((sm / 10) << 4) | (sm % 10)) as u8,
             chain: ChainTuning::default(),
@@ -179,26 +185,23 @@ impl DeviceFormat {
     /// the reserve every CTA has) and the launch's dynamic part.
     pub fn block_shared_bytes(&self, k: &KernelDesc, dynamic: u32) -> u64 {
         (k.shared_bytes.max(SHARED_RESERVE_BYTES) + u64::from(dynamic))
-            .next_multiple_of(SHARED_SIZE_GRANULE)
+            .next_multiple_of(SHARED_UNIT)
     }
 
-    /// The SM configuration a block needing `bytes` of shared memory runs
-    /// in: minimum and target the smallest carve-out that holds it (32 KiB
-    /// at least, as CUDA asks), the maximum the device's. On the H200 our
-    /// cuBLAS's 64 KiB-shared kernels computed wrong values on CUDA's
-    /// 32 KiB minimum and target, and right ones with this. A block larger
-    /// than any carve-out keeps the largest, and the launch is refused
-    /// before it gets here (the runtime checks the device's limit).
-    pub fn sm_config_for(&self, bytes: u64) -> SmConfig {
-        let max_kib = u32::from(self.sm_config.max - 1) * 4;
-        let need_kib = bytes.div_ceil(1024);
-        let kib = CARVE_OUT_STEPS_KIB
-            .iter()
-            .copied()
-            .filter(|&s| s >= CARVE_OUT_FLOOR_KIB && s <= max_kib)
-            .find(|&s| u64::from(s) >= need_kib)
-            .unwrap_or(max_kib);
-        SmConfig::from_kib(kib, kib, max_kib).unwrap_or(self.sm_config)
+    /// The SM configuration a launch of `k` with blocks of `block` threads
+    /// and `bytes` of shared memory each runs in: minimum and target a
+    /// carve-out that holds every block an SM takes in at once
+    /// (`ArchLimits::carve_out_kib` says why), the maximum the device's.
+    /// A block larger than any carve-out is refused before it gets here
+    /// (the runtime checks the device's limit).
+    pub fn sm_config_for(&self, k: &KernelDesc, block: [u32; 3], bytes: u64) -> SmConfig {
+        let needs = BlockNeeds {
+            threads: block.iter().product(),
+            registers: k.registers,
+            shared_bytes: bytes,
+        };
+        let kib = self.limits.carve_out_kib(needs);
+        SmConfig::from_kib(kib, kib, self.limits.max_carve_out_kib()).unwrap_or(self.sm_config)
     }
 
     /// Bytes of one QMD.
@@ -260,10 +263,18 @@ impl DeviceFormat {
             barrier_count: k.barriers.max(1),
             // CAST: shared memory per CTA is far below 4 GiB.
             shared_memory_size: self.block_shared_bytes(k, launch.dynamic_shared_bytes) as u32,
-            sm_config: Some(
-                self.sm_config_for(self.block_shared_bytes(k, launch.dynamic_shared_bytes)),
-            ),
-            shared_allocation_enable: true,
+            sm_config: Some(self.sm_config_for(
+                k,
+                launch.block,
+                self.block_shared_bytes(k, launch.dynamic_shared_bytes),
+            )),
+            // Off, as CUDA leaves it. On, every GEMM of our cuBLAS whose
+            // grid put more than one block on an SM computed wrong values
+            // on the H200 (inferred: blocks sharing an SM then overlap in
+            // shared memory), and so did ggml's reductions over shared memory;
+            // off, the same launches are right (gemm_check, and llama.cpp's
+            // test-backend-ops: MUL_MAT 1304/1304, SOFT_MAX, SUM_ROWS, ...).
+            shared_allocation_enable: false,
             local_memory_high_size: self.local_bytes_per_thread(k),
             grid: launch.grid,
             block: launch.block,
@@ -414,17 +425,19 @@ impl DeviceFormat {
         let (lo, hi) = split(cbank0_address, l.bank_address_shift);
         qmd.set(l.banks[0].addr_lower, lo)?;
         qmd.set(l.banks[0].addr_upper, hi)?;
+        let bytes = self.block_shared_bytes(&t.desc, shape.dynamic_shared_bytes);
         if shape.dynamic_shared_bytes > 0 {
-            let bytes = self.block_shared_bytes(&t.desc, shape.dynamic_shared_bytes);
             // CAST: checked against the field width by `set`.
             qmd.set(
                 l.shared_memory_size,
                 (bytes >> l.shared_memory_shift) as u32,
             )?;
-            let c = self.sm_config_for(bytes);
-            qmd.set(l.min_sm_config_shared_mem_size, u32::from(c.min))?;
-            qmd.set(l.target_sm_config_shared_mem_size, u32::from(c.target))?;
         }
+        // The carve-out depends on the block's threads as well as its
+        // shared memory, so every launch sets it.
+        let c = self.sm_config_for(&t.desc, shape.block, bytes);
+        qmd.set(l.min_sm_config_shared_mem_size, u32::from(c.min))?;
+        qmd.set(l.target_sm_config_shared_mem_size, u32::from(c.target))?;
         if cbank0.len() != t.cbank0.len() {
             return Err(FormatError::WrongLength {
                 expected: t.cbank0.len(),
@@ -584,7 +597,7 @@ mod tests {
     }
 
     #[test]
-    fn blocks_with_more_shared_memory_ask_for_a_carve_out_that_holds_them() {
+    fn launches_ask_for_a_carve_out_that_holds_every_resident_block() {
         let kib = |c: SmConfig| {
             (
                 (u32::from(c.min) - 1) * 4,
@@ -593,18 +606,31 @@ mod tests {
             )
         };
         let h = DeviceFormat::for_sm(90).unwrap();
+        // Registered like our cuBLAS's mma kernel: two 256-thread blocks
+        // an SM by registers.
+        let mut k = kernel();
+        k.registers = 126;
+        let block = [256, 1, 1];
         assert_eq!(
-            kib(h.sm_config_for(0x400)),
+            kib(h.sm_config_for(&k, block, 0x400)),
             (32, 32, 228),
             "small blocks as CUDA asks"
         );
-        assert_eq!(kib(h.sm_config_for(65 * 1024)), (100, 100, 228));
-        assert_eq!(kib(h.sm_config_for(197_632 + 1024)), (196, 196, 228));
-        assert_eq!(kib(h.sm_config_for(200 * 1024)), (228, 228, 228));
-        let b = DeviceFormat::for_sm(120).unwrap();
-        assert_eq!(kib(b.sm_config_for(66 * 1024)), (100, 100, 100));
         assert_eq!(
-            kib(b.sm_config_for(200 * 1024)),
+            kib(h.sm_config_for(&k, block, 66560)),
+            (132, 132, 228),
+            "two 65 KiB blocks, as CUDA asked"
+        );
+        // Half the threads: four blocks by registers, three by shared memory.
+        assert_eq!(
+            kib(h.sm_config_for(&k, [128, 1, 1], 66560)),
+            (196, 196, 228)
+        );
+        assert_eq!(kib(h.sm_config_for(&k, block, 200 * 1024)), (228, 228, 228));
+        let b = DeviceFormat::for_sm(120).unwrap();
+        assert_eq!(kib(b.sm_config_for(&k, block, 66 * 1024)), (100, 100, 100));
+        assert_eq!(
+            kib(b.sm_config_for(&k, block, 200 * 1024)),
             (100, 100, 100),
             "never past the device's maximum"
         );
@@ -615,9 +641,8 @@ mod tests {
             block: [256, 1, 1],
             dynamic_shared_bytes: 64 * 1024,
         };
-        let k = kernel();
         let d = h.descriptor(&k, &shape, 0x3_0000_0040);
-        assert_eq!(kib(d.sm_config.unwrap()), (100, 100, 228));
+        assert_eq!(kib(d.sm_config.unwrap()), (132, 132, 228));
         let t = h.template(k.clone()).unwrap();
         let mut q = t.qmd.clone();
         let mut bank = vec![0u8; t.cbank0.len()];
@@ -630,7 +655,7 @@ mod tests {
         )
         .unwrap();
         let back = qmd::decode(h.qmd, q.words()).unwrap();
-        assert_eq!(kib(back.sm_config.unwrap()), (100, 100, 228));
+        assert_eq!(kib(back.sm_config.unwrap()), (132, 132, 228));
         assert_eq!(
             u64::from(back.shared_memory_size),
             h.block_shared_bytes(&k, 64 * 1024)
