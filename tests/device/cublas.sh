@@ -7,7 +7,8 @@
 #     ours, statically too;
 #  2. gemm_check: every configuration against a CPU reference on NVIDIA's
 #     cuBLAS (dumped), then on ours (compared with NVIDIA's outputs), also
-#     with the kernel choice narrowed to mma.sync and to the plain kernels;
+#     with the kernel choice narrowed to mma.sync and to the plain kernels,
+#     and those two again with our cuBLAS over NVIDIA's runtime;
 #  3. gemm_bench: NVIDIA's, ours, NVIDIA's, ours, and the ratios.
 #
 # Ours run with MACUDA_DEVICE=kernel and our libcudart.so.13 and
@@ -38,6 +39,11 @@ cudart_dir=$nv
 [ -e "$nv/libcudart.so.13" ] || cudart_dir=$(dirname "$(ls /usr/local/cuda/lib64/libcudart.so.13 2>/dev/null | head -1)")
 say "NVIDIA's cuBLAS: $nv ($(ls "$nv"/libcublas.so.13.* 2>/dev/null | xargs -n1 basename 2>/dev/null | tr '\n' ' '))"
 theirs() { LD_LIBRARY_PATH="$nv:$cudart_dir" timeout --kill-after=5 "$@"; }
+# Our cuBLAS over NVIDIA's runtime and libcuda: our kernels without our
+# runtime, which tells a kernel's fault from the runtime's.
+only_ours=$(mktemp -d)
+cp "$bin/lib/libcublas.so.13" "$only_ours/"
+kernels_only() { LD_LIBRARY_PATH="$only_ours:$cudart_dir" timeout --kill-after=5 "$@"; }
 ours() { MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$bin/lib" timeout --kill-after=5 "$@"; }
 
 # 1. Statuses.
@@ -64,6 +70,12 @@ for kernels in auto mma simt; do
     >"$out/check.ours-$kernels.out" 2>&1
   say "check on ours ($kernels): exit $?: $(tail -1 "$out/check.ours-$kernels.out")"
   grep -E "FAILED|FAIL " "$out/check.ours-$kernels.out" | head -20 | tee -a "$summary"
+done
+for kernels in mma simt; do
+  MACUDA_CUBLAS_KERNELS=$kernels kernels_only 600 "$bin/gemm_check" --compare "$out/nvidia.dump" \
+    >"$out/check.kernels-on-nvidia-runtime-$kernels.out" 2>&1
+  say "check on our cuBLAS over NVIDIA's runtime ($kernels): exit $?: $(tail -1 "$out/check.kernels-on-nvidia-runtime-$kernels.out")"
+  grep -E "FAILED|FAIL " "$out/check.kernels-on-nvidia-runtime-$kernels.out" | head -20 | tee -a "$summary"
 done
 
 fi
