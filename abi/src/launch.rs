@@ -176,11 +176,14 @@ pub unsafe fn launch(
         });
         return issue(rt, stream, node, false);
     }
-    launch_now(rt, r, grid, block, shared, params, &s, stream, false);
-    Ok(())
+    launch_now(rt, r, grid, block, shared, params, &s, stream, false)
 }
 
-/// Hand a checked launch to the device: the launch log, then the lane.
+/// Hand a checked launch to the device: the launch log, then the lane;
+/// with `MACUDA_SYNC_LAUNCHES`, wait for it and name it if it failed.
+///
+/// # Errors
+/// Only in that synchronous mode: the launch's own error.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_now(
     rt: &Runtime,
@@ -192,7 +195,7 @@ pub fn launch_now(
     stream: &StreamState,
     handle: usize,
     from_graph: bool,
-) {
+) -> Result<(), CudaError> {
     if let Some(log) = &rt.log {
         log.write(&LoggedLaunch {
             mangled: &r.mangled,
@@ -213,6 +216,20 @@ pub fn launch_now(
         dynamic_shared_bytes: shared,
         params,
     });
+    if !rt.knobs.sync_launches {
+        return Ok(());
+    }
+    let id = stream.id;
+    rt.call_done(|s| s.submit.synchronize(id))
+        .map(|_| ())
+        .inspect_err(|e| {
+            eprintln!(
+                "macuda: {}: {} (grid {grid:?}, block {block:?}, {shared} bytes of dynamic shared memory) failed: {}",
+                crate::knobs::SYNC_LAUNCHES,
+                r.demangled,
+                e.name().to_string_lossy()
+            );
+        })
 }
 
 /// The legacy path's launch: the arguments `cudaSetupArgument` collected,

@@ -16,6 +16,7 @@ pub mod embed;
 pub mod error;
 pub mod graph;
 pub mod hash;
+pub mod knobs;
 pub mod launch;
 pub mod launch_log;
 pub mod memory;

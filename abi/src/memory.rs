@@ -523,9 +523,16 @@ pub fn alloc_device(rt: &Runtime, bytes: u64) -> Result<u64, CudaError> {
     }
     let b = rt
         .call_host(|s| s.memory.alloc_device(bytes))
-        .map_err(|e| match rt.cuda_error(&e) {
-            e if e.is_sticky() => e,
-            _ => CudaError::MEMORY_ALLOCATION,
+        .map_err(|e| {
+            tracing::warn!(
+                bytes,
+                cause = %macuda_core::error_chain(&e).join(": "),
+                "cudaMalloc refused"
+            );
+            match rt.cuda_error(&e) {
+                e if e.is_sticky() => e,
+                _ => CudaError::MEMORY_ALLOCATION,
+            }
         })?;
     rt.memory.lock().device.insert(b.va, b.bytes.max(bytes));
     Ok(b.va)

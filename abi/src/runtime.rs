@@ -11,6 +11,7 @@
 use crate::device::{arch_limits, DeviceFacts};
 use crate::error::CudaError;
 use crate::graph::GraphTable;
+use crate::knobs::Knobs;
 use crate::launch_log::LaunchLog;
 use crate::memory::MemoryMap;
 use crate::streams::{EventTable, StreamTable};
@@ -53,6 +54,8 @@ pub struct Runtime {
     pub graphs: GraphTable,
     pub memory: Mutex<MemoryMap>,
     pub log: Option<LaunchLog>,
+    /// The environment's settings of ours (`crate::knobs`).
+    pub knobs: Knobs,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, CudaError>> = OnceLock::new();
@@ -112,10 +115,14 @@ fn chosen_device() -> Result<DeviceSpec, CudaError> {
 }
 
 /// The Host config the runtime uses for `spec`: the null card keeps its
-/// memory (so copies and memsets work), and Ctrl-C stays the program's.
-pub fn host_config(spec: DeviceSpec) -> HostConfig {
+/// memory (so copies and memsets work), Ctrl-C stays the program's, and
+/// the knobs' chain depth applies.
+pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     let mut config = HostConfig::new(spec.clone());
     config.deadline = DEADLINE;
+    if let Some(depth) = knobs.chain_depth {
+        config.submit.chain_depth = depth;
+    }
     if spec == DeviceSpec::Null {
         let mut profile = NullProfile::gb202();
         profile.keeps_vram = true;
@@ -125,15 +132,22 @@ pub fn host_config(spec: DeviceSpec) -> HostConfig {
 }
 
 fn start() -> Result<Runtime, CudaError> {
+    let knobs = crate::knobs::start_log()
+        .and_then(|()| Knobs::from_env())
+        .map_err(|e| {
+            eprintln!("macuda: {e}");
+            CudaError::INITIALIZATION_ERROR
+        })?;
     let spec = chosen_device()?;
-    let host = Host::start(host_config(spec)).map_err(|e| {
+    let host = Host::start(host_config(spec, &knobs)).map_err(|e| {
         eprintln!(
             "macuda: the device did not start: {}",
             macuda_core::error_chain(&e).join(": ")
         );
         CudaError::INITIALIZATION_ERROR
     })?;
-    let rt = over_or_say(host)?;
+    let mut rt = over_or_say(host)?;
+    rt.knobs = knobs;
     register_exit();
     Ok(rt)
 }
@@ -211,6 +225,7 @@ impl Runtime {
             graphs: GraphTable::default(),
             memory: Mutex::new(MemoryMap::default()),
             log: LaunchLog::from_env(),
+            knobs: Knobs::default(),
         })
     }
 

@@ -85,8 +85,7 @@ pub fn run(
             let r = k.entry.resolve(rt)?;
             crate::launch::launch_now(
                 rt, r, k.grid, k.block, k.shared, k.params, stream, handle, from_graph,
-            );
-            Ok(())
+            )
         }
         Node::Copy(op) => {
             let (d, s) = op.ends(rt)?;

@@ -42,10 +42,15 @@ struct Run {
 }
 
 fn run(name: &str) -> Run {
+    run_with(name, &[])
+}
+
+fn run_with(name: &str, env: &[(&str, &str)]) -> Run {
     let dir = programs();
     let scratch = tempfile::tempdir().unwrap();
     let log = scratch.path().join("launches.jsonl");
     let out = Command::new(dir.join(name))
+        .envs(env.iter().copied())
         .env("MACUDA_DEVICE", "null")
         .env("MACUDA_LAUNCH_LOG", &log)
         .env("MACUDA_REPORT_DIR", scratch.path())
@@ -285,6 +290,65 @@ fn sticky_says_there_is_nothing_to_fault_on_the_null_device() {
     let r = run("sticky");
     assert!(r.stdout.contains("kernels do not run here"));
     assert!(r.launches.is_empty());
+}
+
+/// The debugging knobs change how launches are handed over and waited
+/// for, not what reaches the device.
+#[test]
+fn the_synchronous_mode_and_a_short_chain_launch_the_same() {
+    let plain = run("basics");
+    for env in [
+        &[("MACUDA_SYNC_LAUNCHES", "1")][..],
+        &[("MACUDA_CHAIN_DEPTH", "1")][..],
+        &[("MACUDA_CHAIN_DEPTH", "3"), ("MACUDA_SYNC_LAUNCHES", "1")][..],
+    ] {
+        let r = run_with("basics", env);
+        assert_eq!(r.stdout, plain.stdout, "{env:?}");
+        assert_eq!(r.launches, plain.launches, "{env:?}");
+    }
+}
+
+#[test]
+fn a_knob_that_does_not_parse_stops_the_runtime_and_says_which() {
+    let out = Command::new(programs().join("basics"))
+        .env("MACUDA_DEVICE", "null")
+        .env("MACUDA_CHAIN_DEPTH", "deep")
+        .env("MACUDA_REPORT_DIR", scratch())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("MACUDA_CHAIN_DEPTH=\"deep\""), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("cudaErrorInitializationError"), "{stdout}");
+}
+
+/// `MACUDA_LOG` shows what the error codes cannot: why a cudaMalloc (the
+/// errors program's 2^52 bytes) was refused.
+#[test]
+fn the_log_says_why_an_allocation_was_refused() {
+    let out = Command::new(programs().join("errors"))
+        .env("MACUDA_DEVICE", "null")
+        .env("MACUDA_LOG", "warn")
+        .env("MACUDA_REPORT_DIR", scratch())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("cudaMalloc refused"))
+        .unwrap_or_else(|| panic!("no log line:\n{stderr}"));
+    assert!(line.contains("bytes=4503599627370496"), "{line}");
+    assert!(line.contains("cause="), "{line}");
+    // Without it, nothing is logged.
+    let quiet = Command::new(programs().join("errors"))
+        .env("MACUDA_DEVICE", "null")
+        .env_remove("MACUDA_LOG")
+        .env("MACUDA_REPORT_DIR", scratch())
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("cudaMalloc refused"));
 }
 
 #[test]

@@ -56,7 +56,8 @@ fn main() {
         }
     };
 
-    let mut config = cudart::runtime::host_config(DeviceSpec::Null);
+    let mut config =
+        cudart::runtime::host_config(DeviceSpec::Null, &cudart::knobs::Knobs::default());
     config.submit.lane_capacity = LANE_CAPACITY;
     config.report_dir = std::env::temp_dir().join("macuda-bench-reports");
     let host = Host::start(config).unwrap_or_else(|e| {

@@ -11,9 +11,9 @@ pub enum MemoryError {
     Gsp(#[source] GspError),
     #[error("pci request failed")]
     Pci(#[source] PciError),
-    #[error("VRAM: {0}")]
+    #[error("VRAM")]
     Vram(#[source] RangeError),
-    #[error("GPU virtual addresses: {0}")]
+    #[error("GPU virtual addresses")]
     VirtualAddress(#[source] RangeError),
     #[error("the card's {vram_bytes} bytes of VRAM do not cover the {reserve_bytes}-byte firmware reserve")]
     VramTooSmall { vram_bytes: u64, reserve_bytes: u64 },
@@ -23,7 +23,7 @@ pub enum MemoryError {
     Spawn(#[source] std::io::Error),
     #[error("{bytes} bytes is more than the address space holds")]
     TooLarge { bytes: u64 },
-    #[error("CPU access: {0}")]
+    #[error("CPU access")]
     View(#[source] macuda_gsp::OutsideView),
     #[error("internal invariant broken: {reason}")]
     Invariant { reason: &'static str },

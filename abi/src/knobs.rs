@@ -1,0 +1,160 @@
+//! Settings of ours a user or a test sets in the environment, read once
+//! when the runtime starts, for finding a bad kernel or a bad seam:
+//!
+//! - `MACUDA_CHAIN_DEPTH=N`: launches linked into one chain before it is
+//!   handed over (the submit actor's default otherwise).
+//! - `MACUDA_SYNC_LAUNCHES=1`: wait for every launch before the call
+//!   returns, so the first kernel that faults is the one named in the
+//!   error (on stderr) instead of a later synchronise.
+//! - `MACUDA_LOG=FILTER` (as for the `macuda` command): the stack's log on
+//!   stderr, e.g. why a `cudaMalloc` was refused (`warn`, the least that
+//!   says it).
+//!
+//! A value that does not parse stops the runtime from starting, with the
+//! variable named: a check that silently ran with the defaults would
+//! report the wrong thing.
+
+use std::ffi::OsString;
+
+pub const CHAIN_DEPTH: &str = "MACUDA_CHAIN_DEPTH";
+pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
+pub const LOG: &str = "MACUDA_LOG";
+
+/// With `MACUDA_LOG` set, the stack's log goes to stderr through that
+/// filter (unless the program installed a subscriber of its own).
+///
+/// # Errors
+/// A filter that does not parse.
+pub fn start_log() -> Result<(), KnobError> {
+    let Some(v) = std::env::var_os(LOG) else {
+        return Ok(());
+    };
+    let v = v.to_string_lossy().into_owned();
+    let filter = tracing_subscriber::EnvFilter::try_new(&v).map_err(|_| KnobError {
+        name: LOG,
+        value: v,
+        expected: "a log filter such as warn, info or macuda_memory=debug",
+    })?;
+    // A subscriber the program set up first stays.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Knobs {
+    pub chain_depth: Option<usize>,
+    pub sync_launches: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}={value:?}: {expected}")]
+pub struct KnobError {
+    pub name: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+impl Knobs {
+    /// From the process's environment.
+    ///
+    /// # Errors
+    /// A set variable whose value does not parse.
+    pub fn from_env() -> Result<Knobs, KnobError> {
+        Knobs::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// From any lookup of variables (the environment, or a test's map).
+    ///
+    /// # Errors
+    /// As `from_env`.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> Result<Knobs, KnobError> {
+        let text = |name: &'static str| get(name).map(|v| v.to_string_lossy().into_owned());
+        let chain_depth = match text(CHAIN_DEPTH) {
+            None => None,
+            Some(v) => Some(v.trim().parse::<usize>().ok().filter(|&d| d > 0).ok_or(
+                KnobError {
+                    name: CHAIN_DEPTH,
+                    value: v,
+                    expected: "a whole number of launches, at least 1",
+                },
+            )?),
+        };
+        let sync_launches = match text(SYNC_LAUNCHES).as_deref().map(str::trim) {
+            None | Some("" | "0") => false,
+            Some("1") => true,
+            Some(v) => {
+                return Err(KnobError {
+                    name: SYNC_LAUNCHES,
+                    value: v.to_string(),
+                    expected: "0 or 1",
+                })
+            }
+        };
+        Ok(Knobs {
+            chain_depth,
+            sync_launches,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn knobs(vars: &[(&str, &str)]) -> Result<Knobs, KnobError> {
+        let m: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        Knobs::from_lookup(|name| m.get(name).cloned())
+    }
+
+    #[test]
+    fn unset_means_the_defaults() {
+        assert_eq!(knobs(&[]).unwrap(), Knobs::default());
+    }
+
+    #[test]
+    fn values_parse() {
+        let k = knobs(&[(CHAIN_DEPTH, "32"), (SYNC_LAUNCHES, "1")]).unwrap();
+        assert_eq!(k.chain_depth, Some(32));
+        assert!(k.sync_launches);
+        assert!(!knobs(&[(SYNC_LAUNCHES, "0")]).unwrap().sync_launches);
+    }
+
+    #[test]
+    fn the_chain_depth_reaches_the_submit_actors_config() {
+        let k = knobs(&[(CHAIN_DEPTH, "3")]).unwrap();
+        let spec = macuda_pci::DeviceSpec::Null;
+        assert_eq!(
+            crate::runtime::host_config(spec.clone(), &k)
+                .submit
+                .chain_depth,
+            3
+        );
+        let default = crate::runtime::host_config(spec, &Knobs::default());
+        assert_eq!(
+            default.submit.chain_depth,
+            macuda_submit::SubmitConfig::default().chain_depth
+        );
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        for (name, value) in [
+            (CHAIN_DEPTH, "0"),
+            (CHAIN_DEPTH, "deep"),
+            (CHAIN_DEPTH, "-4"),
+            (SYNC_LAUNCHES, "yes"),
+        ] {
+            let e = knobs(&[(name, value)]).unwrap_err();
+            assert_eq!(e.name, name);
+            assert!(e.to_string().starts_with(name), "{e}");
+        }
+    }
+}
