@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Lists the cuBLAS symbols ggml-cuda's objects leave undefined, from real
-# objects: the translation units of llama.cpp's ggml-cuda (pinned: the
-# llama-cpp-python 0.3.36 sdist) that mention cuBLAS, compiled by NVIDIA's
-# nvcc from PyPI against NVIDIA's cuBLAS headers, then read with nm.
+# objects: the translation units of llama.cpp's ggml-cuda (the
+# llama-cpp-python sdist pinned in tests/llama/llama-cpp-python.version)
+# that mention cuBLAS, compiled by NVIDIA's nvcc from PyPI against NVIDIA's
+# cuBLAS headers, then read with nm.
 # Writes ../data/ggml-cuda-cublas-symbols.txt (or OUTDIR/ when named);
 # tests/programs.rs checks our library exports every one.
 #
@@ -14,7 +15,7 @@ root=$("$here/../headers.sh")
 export PATH="$root/bin:$PATH"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-"$here/../../../../tests/device/llama-source.sh" "$scratch/llama" >/dev/null
+"$here/../../../../tests/llama/source.sh" "$scratch/llama" >/dev/null
 cuda=$scratch/llama/ggml/src/ggml-cuda
 units=$(grep -l cublas "$cuda"/*.cu | sort)
 for u in $units; do

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# llama-bench pp512 and tg128 on each model, NVIDIA's stack (stock) and
+# ours interleaved in the same minutes (stock, ours, stock, ours), and the
+# ratio ours / stock of the better of each side's two rounds.
+#
+#   tests/llama/bench.sh BUILD LIBDIR OUTDIR MODEL...
+#
+# OURS_ENV as for ops.sh. Writes OUTDIR/bench-NAME.SIDE.ROUND.json and
+# appends the table to OUTDIR/bench.txt.
+set -u
+build=$1
+lib=$2
+out=$3
+shift 3
+mkdir -p "$out"
+bin=$build/bin/llama-bench
+read -r -a ours_env <<<"${OURS_ENV:-}"
+args=(-p 512 -n 128 -ngl 99 -r 3 -o json)
+for model in "$@"; do
+  name=$(basename "$model" .gguf)
+  for round in 1 2; do
+    timeout --kill-after=5 600 "$bin" -m "$model" "${args[@]}" >"$out/bench-$name.stock.$round.json" \
+      2>"$out/bench-$name.stock.$round.err"
+    env "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout --kill-after=5 600 \
+      "$bin" -m "$model" "${args[@]}" >"$out/bench-$name.ours.$round.json" 2>"$out/bench-$name.ours.$round.err"
+  done
+done
+python3 - "$out" "$@" <<'EOF' | tee -a "$out/bench.txt"
+import json, os, sys
+out = sys.argv[1]
+print(f"{'model':<28} {'test':<6} {'stock t/s':>10} {'ours t/s':>10} {'ours/stock':>10}")
+for model in sys.argv[2:]:
+    name = os.path.basename(model)[:-len(".gguf")] if model.endswith(".gguf") else os.path.basename(model)
+    best = {}
+    for side in ("stock", "ours"):
+        for r in (1, 2):
+            try:
+                rows = json.load(open(f"{out}/bench-{name}.{side}.{r}.json"))
+            except (OSError, ValueError):
+                continue
+            for row in rows:
+                test = f"pp{row['n_prompt']}" if row.get("n_gen", 0) == 0 else f"tg{row['n_gen']}"
+                key = (test, side)
+                best[key] = max(best.get(key, 0.0), float(row["avg_ts"]))
+    for test in ("pp512", "tg128"):
+        s, o = best.get((test, "stock")), best.get((test, "ours"))
+        ratio = f"{o / s:.2f}" if s and o else "missing"
+        print(f"{name:<28} {test:<6} {s or 0:>10.1f} {o or 0:>10.1f} {ratio:>10}")
+EOF

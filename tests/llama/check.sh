@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# What CI can check of the llama.cpp gate without a GPU: the scripts parse,
+# and the model generator writes the same bytes twice for a seed, other
+# bytes for another seed, and files gguf-py reads back with the tensors,
+# types and shapes llama.cpp's llama architecture expects (the toy shapes;
+# the real ones differ only in their sizes).
+#
+#   tests/llama/check.sh       (needs python3 with venv and pip, and the network)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+for s in "$here"/*.sh; do bash -n "$s"; done
+"$here/source.sh" "$scratch/llama" >/dev/null
+python3 -m venv "$scratch/venv"
+"$scratch/venv/bin/pip" install -q numpy
+py=$scratch/venv/bin/python
+gen() { "$py" "$here/random_gguf.py" "$@" --vocab "$scratch/llama/models/ggml-vocab-llama-spm.gguf" \
+          --gguf-py "$scratch/llama/gguf-py" >/dev/null; }
+gen "$scratch/a.gguf" --shape tiny --type q4_0 --seed 7
+gen "$scratch/b.gguf" --shape tiny --type q4_0 --seed 7
+gen "$scratch/c.gguf" --shape tiny --type q4_0 --seed 8
+gen "$scratch/moe.gguf" --shape tiny-moe --type f16 --seed 7
+cmp -s "$scratch/a.gguf" "$scratch/b.gguf" || { echo "random_gguf.py: one seed, two different files"; exit 1; }
+if cmp -s "$scratch/a.gguf" "$scratch/c.gguf"; then echo "random_gguf.py: two seeds, one file"; exit 1; fi
+"$py" - "$scratch/llama/gguf-py" "$scratch/a.gguf" "$scratch/moe.gguf" <<'EOF'
+import sys, types
+sys.path.insert(0, sys.argv[1])
+try:
+    import yaml  # noqa: F401
+except ImportError:
+    sys.modules["yaml"] = types.ModuleType("yaml")
+from gguf import GGUFReader, GGMLQuantizationType as Q
+
+def check(path, weight_type, experts):
+    r = GGUFReader(path)
+    f = {k: v.contents() for k, v in r.fields.items() if not k.startswith("GGUF.")}
+    assert f["general.architecture"] == "llama", f["general.architecture"]
+    width, layers, ff = f["llama.embedding_length"], f["llama.block_count"], f["llama.feed_forward_length"]
+    heads, kv = f["llama.attention.head_count"], f["llama.attention.head_count_kv"]
+    vocab = len(f["tokenizer.ggml.tokens"])
+    assert vocab == f["llama.vocab_size"] == 32000 and f["tokenizer.ggml.model"] == "llama"
+    t = {x.name: x for x in r.tensors}
+    kv_width = width // heads * kv
+    want = {"token_embd.weight": [width, vocab], "output.weight": [width, vocab], "output_norm.weight": [width]}
+    for i in range(layers):
+        b = f"blk.{i}."
+        want |= {b + "attn_q.weight": [width, width], b + "attn_k.weight": [width, kv_width],
+                 b + "attn_v.weight": [width, kv_width], b + "attn_output.weight": [width, width],
+                 b + "attn_norm.weight": [width], b + "ffn_norm.weight": [width]}
+        if experts:
+            n = f["llama.expert_count"]
+            assert f["llama.expert_used_count"] <= n
+            want |= {b + "ffn_gate_inp.weight": [width, n], b + "ffn_gate_exps.weight": [width, ff, n],
+                     b + "ffn_up_exps.weight": [width, ff, n], b + "ffn_down_exps.weight": [ff, width, n]}
+        else:
+            want |= {b + "ffn_gate.weight": [width, ff], b + "ffn_up.weight": [width, ff], b + "ffn_down.weight": [ff, width]}
+    assert set(t) == set(want), sorted(set(t) ^ set(want))
+    for name, shape in want.items():
+        assert list(map(int, t[name].shape)) == shape, (name, t[name].shape, shape)
+        norm = name.endswith("norm.weight") or name.endswith("gate_inp.weight")
+        assert t[name].tensor_type == (Q.F32 if norm else weight_type), (name, t[name].tensor_type)
+    return len(t)
+
+n1 = check(sys.argv[2], Q.Q4_0, False)
+n2 = check(sys.argv[3], Q.F16, True)
+print(f"random models: tiny Q4_0 ({n1} tensors) and tiny-moe F16 ({n2}) as llama.cpp's llama architecture expects; one seed, one file")
+EOF

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Greedy decode with llama-simple on NVIDIA's stack (stock) and on ours,
+# three runs each, with CUDA graphs on and once more each with them off,
+# and a byte-compare of the text: every run must print exactly what
+# stock's first run printed (only a byte-compare catches some faults: a
+# dropped cache invalidate once passed the whole op suite and changed the
+# text).
+#
+#   tests/llama/decode.sh BUILD LIBDIR OUTDIR MODEL... 
+#
+# TOKENS (default 64) tokens after the prompt PROMPT; OURS_ENV as for
+# ops.sh. Writes OUTDIR/decode-NAME.SIDE.RUN.{txt,err} and appends a line
+# per model to OUTDIR/decode.txt. Exit 0 when every text is identical.
+set -u
+build=$1
+lib=$2
+out=$3
+shift 3
+mkdir -p "$out"
+bin=$build/bin/llama-simple
+tokens=${TOKENS:-64}
+prompt=${PROMPT:-"The history of the graphics processor begins"}
+read -r -a ours_env <<<"${OURS_ENV:-}"
+summary=$out/decode.txt
+bad=0
+for model in "$@"; do
+  name=$(basename "$model" .gguf)
+  runs=()
+  for graphs in on off; do
+    extra=()
+    [ "$graphs" = off ] && extra=(GGML_CUDA_DISABLE_GRAPHS=1)
+    repeat=3
+    [ "$graphs" = off ] && repeat=1
+    for side in stock ours; do
+      for r in $(seq 1 "$repeat"); do
+        f=$out/decode-$name.$side-graphs-$graphs.$r
+        if [ "$side" = ours ]; then
+          env "${extra[@]}" "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
+            timeout --kill-after=5 300 "$bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" >"$f.txt" 2>"$f.err"
+        else
+          env "${extra[@]}" timeout --kill-after=5 300 "$bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" \
+            >"$f.txt" 2>"$f.err"
+        fi
+        echo "$?" >"$f.rc"
+        runs+=("$f")
+      done
+    done
+  done
+  ref=${runs[0]}
+  same=0
+  differ=()
+  for f in "${runs[@]}"; do
+    if [ "$(cat "$f.rc")" = 0 ] && cmp -s "$ref.txt" "$f.txt"; then
+      same=$((same + 1))
+    else
+      differ+=("$(basename "$f") (exit $(cat "$f.rc"))")
+    fi
+  done
+  decoded=$(sed -n 's/.*decoded \([0-9]*\) tokens.*/\1/p' "$ref.err" | head -1)
+  speed_s=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.stock-graphs-on.1.err" | head -1)
+  speed_o=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.ours-graphs-on.1.err" | head -1)
+  echo "$name: ${decoded:-?} tokens; $same of ${#runs[@]} runs print stock's text byte for byte (llama-simple t/s: stock ${speed_s:-?}, ours ${speed_o:-?})" \
+    | tee -a "$summary"
+  if [ ${#differ[@]} -gt 0 ]; then
+    bad=$((bad + 1))
+    printf '    differs: %s\n' "${differ[@]}" | tee -a "$summary"
+    first=$(cut -d' ' -f1 <<<"${differ[0]}")
+    cmp "$ref.txt" "$out/$first.txt" 2>&1 | head -1 | sed 's/^/    /' | tee -a "$summary"
+  fi
+done
+[ "$bad" -eq 0 ]

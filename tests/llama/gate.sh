@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The release gate for llama.cpp on our stack, on a Linux machine with an
+# NVIDIA GPU and NVIDIA's kernel module (the H200), from the repository
+# root, after tests/device/build.sh (on any x86_64 Linux machine) and
+# tests/llama/source.sh .llama (where there is a network):
+#
+#   1. builds llama.cpp there (tests/llama/build.sh, in the background),
+#   2. meanwhile writes the random-weight models (random_gguf.py: 1B Q4_0
+#      and F16, 8B-shaped Q4_0, mixture of experts Q4_0),
+#   3. runs the parts named in GATE_PARTS, stock and ours in the same run:
+#        ops            every op of test-backend-ops (ops.sh)
+#        ops-nographs   the same with GGML_CUDA_DISABLE_GRAPHS=1
+#        ops-depth32    ours with MACUDA_CHAIN_DEPTH=32 (stock reused)
+#        ops-depth64    ours with MACUDA_CHAIN_DEPTH=64 (stock reused;
+#                       128 is the default, the ops part)
+#        ops-sync       ours with MACUDA_SYNC_LAUNCHES=1 (stock reused)
+#        decode         greedy text byte-compared (decode.sh)
+#        bench          llama-bench pp512 / tg128 ratios (bench.sh)
+#      (default: all of them, in that order; the whole takes about an
+#      hour, so a session with less device time names fewer),
+#   4. writes GATE_OUT/summary.txt: what ran, what passed, the figures.
+#
+# It can run longer than one command may: start it with setsid in the
+# background and read GATE_OUT/summary.txt and GATE_OUT/progress.txt from
+# later commands. LLAMA_SRC (default .llama), LLAMA_BUILD (default
+# /tmp/macuda-llama-build), MODELS (default /tmp/macuda-models), GATE_OUT
+# (default /tmp/macuda-gate); our libraries from target/device/cublas/lib.
+set -u
+cd "$(dirname "$0")/../.."
+here=tests/llama
+src=${LLAMA_SRC:-.llama}
+build=${LLAMA_BUILD:-/tmp/macuda-llama-build}
+models=${MODELS:-/tmp/macuda-models}
+out=${GATE_OUT:-/tmp/macuda-gate}
+lib=${MACUDA_LIBS:-target/device/cublas/lib}
+parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync decode bench} "
+mkdir -p "$out" "$models"
+summary=$out/summary.txt
+progress=$out/progress.txt
+: >"$summary"
+: >"$progress"
+export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
+mkdir -p "$MACUDA_REPORT_DIR"
+say() { echo "$*" | tee -a "$summary"; }
+note() { echo "$(date +%H:%M:%S) $*" >>"$progress"; }
+passed=0
+failed=0
+result() { # NAME RC
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); say "ok      $1"; else failed=$((failed + 1)); say "FAILED  $1 (exit $2)"; fi
+}
+
+[ -e "$lib/libcudart.so.13" ] || { say "FAILED  no libraries of ours in $lib (run tests/device/build.sh)"; exit 1; }
+[ -e "$src/CMakeLists.txt" ] || { say "FAILED  no llama.cpp source in $src (run tests/llama/source.sh $src)"; exit 1; }
+say "llama.cpp $(cat "$src/llama-cpp-python.version" 2>/dev/null || echo '?') from $src; GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+
+# 1. The build, in the background.
+if [ ! -x "$build/bin/llama-simple" ] || [ ! -x "$build/bin/test-backend-ops" ] || [ ! -x "$build/bin/llama-bench" ]; then
+  note "build started"
+  bash "$here/build.sh" "$src" "$build" >"$out/build.txt" 2>&1 &
+  builder=$!
+else
+  builder=
+  echo "reused $build" >"$out/build.txt"
+fi
+
+# 2. The models, meanwhile.
+vocab=$src/models/ggml-vocab-llama-spm.gguf
+want=()
+[[ $parts == *" decode "* ]] && want+=(1b:q4_0 1b:f16 8b:q4_0 moe:q4_0)
+[[ $parts == *" bench "* ]] && want+=(1b:q4_0 8b:q4_0)
+for m in $(printf '%s\n' "${want[@]}" | awk '!seen[$0]++'); do
+  shape=${m%%:*}
+  type=${m##*:}
+  f=$models/random-$shape-$type.gguf
+  if [ ! -s "$f" ]; then
+    note "model $shape $type"
+    if ! python3 "$here/random_gguf.py" "$f.part" --shape "$shape" --type "$type" --vocab "$vocab" \
+        --gguf-py "$src/gguf-py" >>"$out/models.txt" 2>&1; then
+      say "FAILED  model $shape $type (see models.txt)"
+      failed=$((failed + 1))
+      continue
+    fi
+    mv "$f.part" "$f"
+  fi
+done
+model() { echo "$models/random-$1.gguf"; }
+
+if [ -n "$builder" ]; then
+  wait "$builder"
+  rc=$?
+  note "build done ($rc)"
+  result "llama.cpp build ($(tail -1 "$out/build.txt"))" "$rc"
+  [ "$rc" -eq 0 ] || exit 1
+fi
+
+# 3. The parts.
+ops_part() { # NAME OUTDIR; BOTH_ENV, OURS_ENV and STOCK_FROM as the caller sets them
+  note "$1 started"
+  bash "$here/ops.sh" "$build" "$lib" "$2" >"$2.log" 2>&1
+  local rc=$?
+  result "$1: $(tail -1 "$2/ops.txt")" "$rc"
+  grep -v "ours did not pass: 0$" "$2/ops.txt" | grep -v "^ops:" | head -40 | sed 's/^/        /' | tee -a "$summary"
+}
+if [[ $parts == *" ops "* ]]; then
+  ops_part "test-backend-ops, graphs on" "$out/ops"
+fi
+if [[ $parts == *" ops-nographs "* ]]; then
+  BOTH_ENV=GGML_CUDA_DISABLE_GRAPHS=1 ops_part "test-backend-ops, graphs off" "$out/ops-nographs"
+fi
+stock_from=
+[ -e "$out/ops/ops.txt" ] && stock_from=$out/ops
+for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 sync:MACUDA_SYNC_LAUNCHES=1; do
+  name=${v%%:*}
+  if [[ $parts == *" ops-$name "* ]]; then
+    STOCK_FROM=$stock_from OURS_ENV=${v#*:} ops_part "test-backend-ops, ours with ${v#*:}" "$out/ops-$name"
+  fi
+done
+if [[ $parts == *" decode "* ]]; then
+  note "decode started"
+  bash "$here/decode.sh" "$build" "$lib" "$out/decode" \
+    "$(model 1b-q4_0)" "$(model 1b-f16)" "$(model 8b-q4_0)" "$(model moe-q4_0)" >"$out/decode.log" 2>&1
+  rc=$?
+  result "greedy decode, ours byte-identical to stock" "$rc"
+  sed 's/^/        /' "$out/decode/decode.txt" | tee -a "$summary"
+fi
+if [[ $parts == *" bench "* ]]; then
+  note "bench started"
+  bash "$here/bench.sh" "$build" "$lib" "$out/bench" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/bench.log" 2>&1
+  rc=$?
+  result "llama-bench, stock and ours interleaved" "$rc"
+  sed 's/^/        /' "$out/bench/bench.txt" | tee -a "$summary"
+fi
+dmesg 2>/dev/null | grep -i -E "xid|nvrm" | tail -20 >"$out/kernel-log.txt"
+say "passed $passed, failed $failed"
+note "done"
+[ "$failed" -eq 0 ]

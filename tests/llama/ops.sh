@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs llama.cpp's test-backend-ops (mode test, CUDA0) one op at a time, so
+# one crash does not hide the rest, on NVIDIA's stack (stock) and on ours
+# (MACUDA_DEVICE=kernel, our libcudart.so.13 and libcublas.so.13 first on
+# LD_LIBRARY_PATH), and says per op how many cases each passed and which
+# cases stock passes and we do not. With no OP named, every op
+# test-backend-ops --list-ops names.
+#
+#   tests/llama/ops.sh BUILD LIBDIR OUTDIR [OP...]
+#
+# BOTH_ENV="K=V ..."  set for both sides (GGML_CUDA_DISABLE_GRAPHS=1)
+# OURS_ENV="K=V ..."  set for ours only (MACUDA_CHAIN_DEPTH=32,
+#                     MACUDA_SYNC_LAUNCHES=1)
+# STOCK_FROM=DIR      take stock's results from an earlier run's OUTDIR
+#                     instead of running stock again (for variants that
+#                     change only ours)
+# OP_TIMEOUT=S        per op and side (default 300)
+#
+# Writes OUTDIR/ops-OP.{stock,ours}.txt (and .plain, without colours) and
+# OUTDIR/ops.txt: a line per op, then the totals. Exit 0 when every case
+# stock passes passes on ours too.
+set -u
+build=$1
+lib=$2
+out=$3
+shift 3
+mkdir -p "$out"
+bin=$build/bin/test-backend-ops
+summary=$out/ops.txt
+: >"$summary"
+limit=${OP_TIMEOUT:-300}
+read -r -a both <<<"${BOTH_ENV:-}"
+read -r -a ours_env <<<"${OURS_ENV:-}"
+ops=("$@")
+if [ ${#ops[@]} -eq 0 ]; then
+  mapfile -t ops < <("$bin" --list-ops | sed -n 's/^  \([A-Z0-9_]*\)$/\1/p')
+fi
+plain() { sed 's/\x1b\[[0-9;]*m//g' "$1" >"${1%.txt}.plain"; }
+# A case's line: "[details]  OP(params): OK|FAIL".
+count() { grep -cE "(^| )$op\(.*\): (.* )?OK$" "$1" || true; }
+total() { grep -cE "(^| )$op\(.*\): (.* )?(OK|FAIL)$" "$1" || true; }
+# Cases stock passes that ours did not pass (failed, or never reached).
+lost() { comm -23 <(grep -E "(^| )$op\(.*\): (.* )?OK$" "$1" | sed -E "s/.*($op\(.*\)): .*/\1/" | sort) \
+                  <(grep -E "(^| )$op\(.*\): (.* )?OK$" "$2" | sed -E "s/.*($op\(.*\)): .*/\1/" | sort); }
+clean=0
+dirty=0
+for op in "${ops[@]}"; do
+  s=$out/ops-$op.stock.txt
+  o=$out/ops-$op.ours.txt
+  if [ -n "${STOCK_FROM:-}" ] && [ -e "$STOCK_FROM/ops-$op.stock.txt" ]; then
+    cp "$STOCK_FROM/ops-$op.stock.txt" "$s"
+    rc_s=$(cat "$STOCK_FROM/ops-$op.stock.rc" 2>/dev/null || echo "?")
+  else
+    env "${both[@]}" timeout --kill-after=5 "$limit" "$bin" test -o "$op" -b CUDA0 >"$s" 2>&1
+    rc_s=$?
+  fi
+  echo "$rc_s" >"${s%.txt}.rc"
+  env "${both[@]}" "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
+    timeout --kill-after=5 "$limit" "$bin" test -o "$op" -b CUDA0 >"$o" 2>&1
+  rc_o=$?
+  plain "$s"
+  plain "$o"
+  sp=${s%.txt}.plain
+  Op=${o%.txt}.plain
+  n_lost=$(lost "$sp" "$Op" | wc -l)
+  if [ "$n_lost" -eq 0 ]; then clean=$((clean + 1)); else dirty=$((dirty + 1)); fi
+  echo "$op: stock $(count "$sp")/$(total "$sp") (exit $rc_s), ours $(count "$Op")/$(total "$Op") (exit $rc_o); stock-passed cases ours did not pass: $n_lost" \
+    | tee -a "$summary"
+  lost "$sp" "$Op" | head -5 | sed 's/^/    /' | tee -a "$summary"
+  [ "$rc_o" -ge 124 ] && tail -3 "$Op" | sed 's/^/    ours ended: /' | tee -a "$summary"
+done
+echo "ops: ${#ops[@]}; ours passes every case stock passes in $clean, not in $dirty (BOTH_ENV='${BOTH_ENV:-}' OURS_ENV='${OURS_ENV:-}')" \
+  | tee -a "$summary"
+[ "$dirty" -eq 0 ]
