@@ -3,8 +3,10 @@
 # one crash does not hide the rest, on NVIDIA's stack (stock) and on ours
 # (MACUDA_DEVICE=kernel, our libcudart.so.13 and libcublas.so.13 first on
 # LD_LIBRARY_PATH), and says per op how many cases each passed and which
-# cases stock passes and we do not. With no OP named, every op
-# test-backend-ops --list-ops names.
+# cases stock passes and we do not. With no OP named, stock runs the whole
+# suite in one process (stock does not crash), and every test group it
+# printed (ggml's ops and test-backend-ops' fusion groups, which
+# --list-ops does not name) then runs on ours one at a time.
 #
 #   tests/llama/ops.sh BUILD LIBDIR OUTDIR [OP...]
 #
@@ -14,7 +16,8 @@
 # STOCK_FROM=DIR      take stock's results from an earlier run's OUTDIR
 #                     instead of running stock again (for variants that
 #                     change only ours)
-# OP_TIMEOUT=S        per op and side (default 300)
+# OP_TIMEOUT=S        per op and side (default 300); the whole suite on
+#                     stock gets SUITE_TIMEOUT (default 1800)
 #
 # Writes OUTDIR/ops-OP.{stock,ours}.txt (and .plain, without colours) and
 # OUTDIR/ops.txt: a line per op, then the totals. Exit 0 when every case
@@ -31,11 +34,21 @@ summary=$out/ops.txt
 limit=${OP_TIMEOUT:-300}
 read -r -a both <<<"${BOTH_ENV:-}"
 read -r -a ours_env <<<"${OURS_ENV:-}"
-ops=("$@")
-if [ ${#ops[@]} -eq 0 ]; then
-  mapfile -t ops < <("$bin" --list-ops | sed -n 's/^  \([A-Z0-9_]*\)$/\1/p')
-fi
 plain() { sed 's/\x1b\[[0-9;]*m//g' "$1" >"${1%.txt}.plain"; }
+ops=("$@")
+whole=
+if [ ${#ops[@]} -eq 0 ]; then
+  whole=$out/stock-all.txt
+  if [ -n "${STOCK_FROM:-}" ] && [ -e "$STOCK_FROM/stock-all.txt" ]; then
+    cp "$STOCK_FROM/stock-all.txt" "$whole"
+    cp "$STOCK_FROM/stock-all.rc" "$out/stock-all.rc" 2>/dev/null || true
+  else
+    env "${both[@]}" timeout --kill-after=5 "${SUITE_TIMEOUT:-1800}" "$bin" test -b CUDA0 >"$whole" 2>&1
+    echo "$?" >"$out/stock-all.rc"
+  fi
+  plain "$whole"
+  mapfile -t ops < <(sed -n 's/^  \([A-Z0-9_]*\)(.*/\1/p' "${whole%.txt}.plain" | awk '!seen[$0]++')
+fi
 # A case's line: "[details]  OP(params): OK|FAIL".
 count() { grep -cE "(^| )$op\(.*\): (.* )?OK$" "$1" || true; }
 total() { grep -cE "(^| )$op\(.*\): (.* )?(OK|FAIL)$" "$1" || true; }
@@ -47,7 +60,10 @@ dirty=0
 for op in "${ops[@]}"; do
   s=$out/ops-$op.stock.txt
   o=$out/ops-$op.ours.txt
-  if [ -n "${STOCK_FROM:-}" ] && [ -e "$STOCK_FROM/ops-$op.stock.txt" ]; then
+  if [ -n "$whole" ]; then
+    grep -aE "(^| )$op\(" "${whole%.txt}.plain" >"$s" || true
+    rc_s=$(cat "$out/stock-all.rc" 2>/dev/null || echo "?")
+  elif [ -n "${STOCK_FROM:-}" ] && [ -e "$STOCK_FROM/ops-$op.stock.txt" ]; then
     cp "$STOCK_FROM/ops-$op.stock.txt" "$s"
     rc_s=$(cat "$STOCK_FROM/ops-$op.stock.rc" 2>/dev/null || echo "?")
   else

@@ -19,8 +19,8 @@ a small scale (2048 wide, 8 layers, 16/4 heads, 8 experts of 2048, two
 used per token: the MUL_MAT_ID path); tiny and tiny-moe are the same
 forms at toy sizes, for trying the scripts without a GPU.
 
-Weights: Q4_0 blocks have random 4-bit values and a scale drawn near
-gain / sqrt(fan_in) / 4.6 (the 4-bit values' spread), F16 weights are
+Weights: Q4_0 blocks have random 4-bit values (1..15, so zero mean) and
+a scale drawn near gain / sqrt(fan_in) / 4.3 (their spread), F16 weights are
 normal with that deviation; norms are ones. Every tensor's numbers come
 from its own generator, seeded by (seed, tensor index), so a file is the
 same wherever and in whatever order it is written.
@@ -58,8 +58,8 @@ SHAPES = {
 # Q4_0: blocks of 32 weights, an f16 scale then 16 bytes of 4-bit values.
 Q4_0_BLOCK = 32
 Q4_0_BYTES = 18
-# The standard deviation of (q - 8) for q uniform on 0..15.
-Q4_0_SPREAD = 4.61
+# The standard deviation of (q - 8) for q uniform on 1..15.
+Q4_0_SPREAD = 4.32
 # Rows are generated this many at a time, to bound memory.
 ROWS_PER_PIECE = 4096
 
@@ -138,7 +138,11 @@ def pieces(t: Tensor, q4: bool, rng: np.random.Generator, gain: float):
             yield (rng.standard_normal((n, width)) * deviation).astype(np.float32)
         elif q4:
             blocks = n * width // Q4_0_BLOCK
-            raw = rng.integers(0, 256, size=(blocks, Q4_0_BYTES), dtype=np.uint8)
+            # 4-bit values 1..15 (weights -7..7 scales): zero mean. With
+            # 0..15 every weight shares a -0.5 scale offset, and the models
+            # repeat one token for ever.
+            nibbles = rng.integers(1, 16, size=(blocks, Q4_0_BYTES, 2), dtype=np.uint8)
+            raw = nibbles[..., 0] | (nibbles[..., 1] << 4)
             scale = deviation / Q4_0_SPREAD * rng.uniform(0.75, 1.25, size=blocks)
             raw[:, :2] = scale.astype(np.float16).view(np.uint8).reshape(blocks, 2)
             yield raw
