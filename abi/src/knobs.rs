@@ -6,6 +6,10 @@
 //! - `MACUDA_SYNC_LAUNCHES=1`: wait for every launch before the call
 //!   returns, so the first kernel that faults is the one named in the
 //!   error (on stderr) instead of a later synchronise.
+//! - `MACUDA_INJECT=ACTOR[.REQUEST]:panic|error|hang:N` (as `macuda
+//!   --inject`): a fault at an actor's Nth request, to see a program live
+//!   through the recovery contract (the error it is given, the crash
+//!   report, the next process running normally).
 //! - `MACUDA_LOG=FILTER` (as for the `macuda` command): the stack's log on
 //!   stderr, e.g. why a `cudaMalloc` was refused (`warn`, the least that
 //!   says it).
@@ -14,11 +18,13 @@
 //! variable named: a check that silently ran with the defaults would
 //! report the wrong thing.
 
+use macuda_supervisor::cli::InjectSpec;
 use std::ffi::OsString;
 
 pub const CHAIN_DEPTH: &str = "MACUDA_CHAIN_DEPTH";
 pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
 pub const LOG: &str = "MACUDA_LOG";
+pub const INJECT: &str = "MACUDA_INJECT";
 
 /// With `MACUDA_LOG` set, the stack's log goes to stderr through that
 /// filter (unless the program installed a subscriber of its own).
@@ -44,10 +50,11 @@ pub fn start_log() -> Result<(), KnobError> {
     Ok(())
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Knobs {
     pub chain_depth: Option<usize>,
     pub sync_launches: bool,
+    pub inject: Option<InjectSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,9 +101,18 @@ impl Knobs {
                 })
             }
         };
+        let inject = match text(INJECT) {
+            None => None,
+            Some(v) => Some(v.trim().parse::<InjectSpec>().map_err(|_| KnobError {
+                name: INJECT,
+                value: v,
+                expected: "ACTOR[.REQUEST]:panic|error|hang:N, as macuda --inject takes",
+            })?),
+        };
         Ok(Knobs {
             chain_depth,
             sync_launches,
+            inject,
         })
     }
 }
@@ -116,7 +132,19 @@ mod tests {
 
     #[test]
     fn unset_means_the_defaults() {
-        assert_eq!(knobs(&[]).unwrap(), Knobs::default());
+        let k = knobs(&[]).unwrap();
+        assert_eq!((k.chain_depth, k.sync_launches), (None, false));
+        assert!(k.inject.is_none());
+    }
+
+    #[test]
+    fn an_injected_fault_is_armed_on_the_hosts_board() {
+        let k = knobs(&[(INJECT, "submit:panic:40")]).unwrap();
+        let spec = k.inject.as_ref().unwrap();
+        assert_eq!((spec.actor.as_str(), spec.nth), ("submit", 40));
+        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
+        assert!(config.faults.armed("submit"), "no plan on the submit actor");
+        assert!(!config.faults.armed("memory"));
     }
 
     #[test]
@@ -151,6 +179,8 @@ mod tests {
             (CHAIN_DEPTH, "deep"),
             (CHAIN_DEPTH, "-4"),
             (SYNC_LAUNCHES, "yes"),
+            (INJECT, "submit:explode:1"),
+            (INJECT, "nobody:panic:1"),
         ] {
             let e = knobs(&[(name, value)]).unwrap_err();
             assert_eq!(e.name, name);

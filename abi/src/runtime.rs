@@ -116,12 +116,15 @@ fn chosen_device() -> Result<DeviceSpec, CudaError> {
 
 /// The Host config the runtime uses for `spec`: the null card keeps its
 /// memory (so copies and memsets work), Ctrl-C stays the program's, and
-/// the knobs' chain depth applies.
+/// the knobs' chain depth and injected fault apply.
 pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     let mut config = HostConfig::new(spec.clone());
     config.deadline = DEADLINE;
     if let Some(depth) = knobs.chain_depth {
         config.submit.chain_depth = depth;
+    }
+    if let Some(spec) = &knobs.inject {
+        spec.install(&config.faults);
     }
     if spec == DeviceSpec::Null {
         let mut profile = NullProfile::gb202();

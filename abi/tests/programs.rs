@@ -323,6 +323,44 @@ fn a_knob_that_does_not_parse_stops_the_runtime_and_says_which() {
     assert!(stdout.contains("cudaErrorInitializationError"), "{stdout}");
 }
 
+/// An actor failing under a program (`MACUDA_INJECT`, as `macuda
+/// --inject`): the program is told by an error code and ends, nothing
+/// hangs, the crash report is written, and the next process runs.
+#[test]
+fn a_fault_injected_under_a_program_ends_it_cleanly_with_a_report() {
+    let reports = tempfile::tempdir().unwrap();
+    let out = Command::new(programs().join("basics"))
+        .env("MACUDA_DEVICE", "null")
+        .env("MACUDA_INJECT", "submit:panic:5")
+        .env("MACUDA_REPORT_DIR", reports.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "basics passed with submit failing:\n{stdout}"
+    );
+    assert!(
+        out.status.code().is_some(),
+        "ended by a signal: {:?}",
+        out.status
+    );
+    assert!(!stdout.ends_with("all checks passed\n"));
+    let written: Vec<_> = std::fs::read_dir(reports.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with("-failure.msgpack")
+        })
+        .collect();
+    assert_eq!(written.len(), 1, "crash reports: {written:?}");
+    // The next process runs normally.
+    let again = run("basics");
+    assert!(again.stdout.ends_with("all checks passed\n"));
+}
+
 /// `MACUDA_LOG` shows what the error codes cannot: why a cudaMalloc (the
 /// errors program's 2^52 bytes) was refused.
 #[test]

@@ -1,6 +1,6 @@
 //! The `macuda` command line: `demo`, `info` and `report`.
 
-use crate::host::{Host, HostConfig, HostError, ACTORS};
+use crate::host::{FaultBoard, Host, HostConfig, HostError, ACTORS};
 use crate::report::CrashReport;
 use crate::workload;
 use clap::{Parser, Subcommand};
@@ -142,6 +142,18 @@ impl std::str::FromStr for InjectSpec {
     }
 }
 
+impl InjectSpec {
+    /// Arm the fault on a Host's board (before the Host starts).
+    pub fn install(&self, faults: &FaultBoard) {
+        let mut plan = FaultPlan::new(self.action, self.nth);
+        if let Some(k) = &self.kind {
+            plan = plan.on_kind(k.clone());
+        }
+        // The actor is checked by the parser, so this cannot fail.
+        let _ = faults.install(&self.actor, plan);
+    }
+}
+
 fn print_error(err: &mut dyn Write, e: &(dyn std::error::Error + 'static)) {
     let chain = error_chain(e);
     let _ = writeln!(err, "macuda: error: {}", chain[0]);
@@ -239,12 +251,7 @@ fn demo(
     config.ctrl_c = true;
     config.exit_on_interrupt = true;
     if let Some(spec) = &inject {
-        let mut plan = FaultPlan::new(spec.action, spec.nth);
-        if let Some(k) = &spec.kind {
-            plan = plan.on_kind(k.clone());
-        }
-        // The actor is checked by the parser, so this cannot fail.
-        let _ = config.faults.install(&spec.actor, plan);
+        spec.install(&config.faults);
     }
     let host = match Host::start(config) {
         Ok(h) => h,

@@ -63,6 +63,11 @@ impl FaultBoard {
         Ok(())
     }
 
+    /// Whether a plan waits on `actor` (false for an unknown actor).
+    pub fn armed(&self, actor: &str) -> bool {
+        self.switch(actor).is_ok_and(|s| s.load().is_some())
+    }
+
     /// # Errors
     /// `actor` is not one of [`ACTORS`].
     pub fn clear(&self, actor: &str) -> Result<(), HostError> {

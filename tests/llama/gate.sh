@@ -16,6 +16,9 @@
 #        ops-sync       ours with MACUDA_SYNC_LAUNCHES=1 (stock reused)
 #        decode         greedy text byte-compared (decode.sh)
 #        bench          llama-bench pp512 / tg128 ratios (bench.sh)
+#        fault          llama-simple with the submit actor failing under it
+#                       (MACUDA_INJECT): ggml's CUDA error with ours, no
+#                       hang, a crash report, and the next run as stock's
 #      (default: all of them, in that order; the whole takes about an
 #      hour, so a session with less device time names fewer),
 #   4. writes GATE_OUT/summary.txt: what ran, what passed, the figures.
@@ -33,7 +36,7 @@ build=${LLAMA_BUILD:-/tmp/macuda-llama-build}
 models=${MODELS:-/tmp/macuda-models}
 out=${GATE_OUT:-/tmp/macuda-gate}
 lib=${MACUDA_LIBS:-target/device/cublas/lib}
-parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync decode bench} "
+parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync decode bench fault} "
 mkdir -p "$out" "$models"
 summary=$out/summary.txt
 progress=$out/progress.txt
@@ -68,6 +71,7 @@ vocab=$src/models/ggml-vocab-llama-spm.gguf
 want=()
 [[ $parts == *" decode "* ]] && want+=(1b:q4_0 1b:f16 8b:q4_0 moe:q4_0)
 [[ $parts == *" bench "* ]] && want+=(1b:q4_0 8b:q4_0)
+[[ $parts == *" fault "* ]] && want+=(1b:q4_0)
 for m in $(printf '%s\n' "${want[@]}" | awk '!seen[$0]++'); do
   shape=${m%%:*}
   type=${m##*:}
@@ -129,6 +133,26 @@ if [[ $parts == *" bench "* ]]; then
   rc=$?
   result "llama-bench, stock and ours interleaved" "$rc"
   sed 's/^/        /' "$out/bench/bench.txt" | tee -a "$summary"
+fi
+if [[ $parts == *" fault "* ]]; then
+  note "fault started"
+  f=$out/fault
+  mkdir -p "$f/reports"
+  m=$(model 1b-q4_0)
+  simple() { timeout --kill-after=5 120 "$build/bin/llama-simple" -m "$m" -n 64 -ngl 99 "The history of the graphics processor begins"; }
+  simple >"$f/stock.txt" 2>"$f/stock.err"
+  MACUDA_INJECT=submit:panic:300 MACUDA_REPORT_DIR=$f/reports MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
+    simple >"$f/faulted.txt" 2>"$f/faulted.err"
+  rc_f=$?
+  MACUDA_REPORT_DIR=$f/reports MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" simple >"$f/after.txt" 2>"$f/after.err"
+  rc_a=$?
+  reports=$(ls "$f/reports"/*-failure.msgpack 2>/dev/null | wc -l)
+  why=$(grep -m1 -i "cuda error" "$f/faulted.err")
+  ok=1
+  # Ended (not killed by the time limit), told by ggml, one report, then a normal run.
+  { [ "$rc_f" -ne 0 ] && [ "$rc_f" -lt 124 ] || [ "$rc_f" -eq 134 ]; } || ok=0
+  [ -n "$why" ] && [ "$reports" -eq 1 ] && [ "$rc_a" -eq 0 ] && cmp -s "$f/stock.txt" "$f/after.txt" || ok=0
+  result "a fault under llama-simple: exit $rc_f, '${why:-no CUDA error printed}', $reports report(s); the next run exit $rc_a, text as stock's: $(cmp -s "$f/stock.txt" "$f/after.txt" && echo yes || echo no)" $((1 - ok))
 fi
 dmesg 2>/dev/null | grep -i -E "xid|nvrm" | tail -20 >"$out/kernel-log.txt"
 say "passed $passed, failed $failed"
