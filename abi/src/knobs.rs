@@ -10,6 +10,10 @@
 //!   --inject`): a fault at an actor's Nth request, to see a program live
 //!   through the recovery contract (the error it is given, the crash
 //!   report, the next process running normally).
+//! - `MACUDA_INJECT_GPU_FAULT=N`: the Nth kernel launch (counted from
+//!   the start, graph replays included) has its first 8-byte parameter
+//!   replaced by an address nothing is mapped at, so that kernel faults on
+//!   the GPU (an MMU fault), to see a program live through a real one.
 //! - `MACUDA_LOG=FILTER` (as for the `macuda` command): the stack's log on
 //!   stderr, e.g. why a `cudaMalloc` was refused (`warn`, the least that
 //!   says it).
@@ -25,6 +29,7 @@ pub const CHAIN_DEPTH: &str = "MACUDA_CHAIN_DEPTH";
 pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
 pub const LOG: &str = "MACUDA_LOG";
 pub const INJECT: &str = "MACUDA_INJECT";
+pub const INJECT_GPU_FAULT: &str = "MACUDA_INJECT_GPU_FAULT";
 
 /// With `MACUDA_LOG` set, the stack's log goes to stderr through that
 /// filter (unless the program installed a subscriber of its own).
@@ -55,6 +60,8 @@ pub struct Knobs {
     pub chain_depth: Option<usize>,
     pub sync_launches: bool,
     pub inject: Option<InjectSpec>,
+    /// The launch (1-based) that is made to fault.
+    pub gpu_fault_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -109,12 +116,45 @@ impl Knobs {
                 expected: "ACTOR[.REQUEST]:panic|error|hang:N, as macuda --inject takes",
             })?),
         };
+        let gpu_fault_at =
+            match text(INJECT_GPU_FAULT) {
+                None => None,
+                Some(v) => Some(v.trim().parse::<u64>().ok().filter(|&n| n > 0).ok_or(
+                    KnobError {
+                        name: INJECT_GPU_FAULT,
+                        value: v,
+                        expected: "the number of the launch to fault, from 1",
+                    },
+                )?),
+            };
         Ok(Knobs {
             chain_depth,
             sync_launches,
             inject,
+            gpu_fault_at,
         })
     }
+}
+
+/// With `MACUDA_INJECT_GPU_FAULT`, whether launch number `n` (1-based)
+/// is the one to fault, and if so `params` with its first 8-byte
+/// parameter pointing at nothing. `layout` is (offset, size) per
+/// parameter. A kernel without an 8-byte parameter is left alone.
+pub fn faulted_params(
+    at: Option<u64>,
+    n: u64,
+    params: &[u8],
+    layout: &[(usize, usize)],
+) -> Option<Vec<u8>> {
+    if at != Some(n) {
+        return None;
+    }
+    let &(offset, size) = layout.iter().find(|&&(_, size)| size == 8)?;
+    let mut bytes = params.to_vec();
+    bytes
+        .get_mut(offset..offset + size)?
+        .copy_from_slice(&macuda_memory::NEVER_MAPPED_VA.to_le_bytes());
+    Some(bytes)
 }
 
 #[cfg(test)]
@@ -149,8 +189,14 @@ mod tests {
 
     #[test]
     fn values_parse() {
-        let k = knobs(&[(CHAIN_DEPTH, "32"), (SYNC_LAUNCHES, "1")]).unwrap();
+        let k = knobs(&[
+            (CHAIN_DEPTH, "32"),
+            (SYNC_LAUNCHES, "1"),
+            (INJECT_GPU_FAULT, "7"),
+        ])
+        .unwrap();
         assert_eq!(k.chain_depth, Some(32));
+        assert_eq!(k.gpu_fault_at, Some(7));
         assert!(k.sync_launches);
         assert!(!knobs(&[(SYNC_LAUNCHES, "0")]).unwrap().sync_launches);
     }
@@ -173,6 +219,26 @@ mod tests {
     }
 
     #[test]
+    fn only_the_named_launch_is_made_to_fault_through_its_first_pointer() {
+        let params: Vec<u8> = (0..20).collect();
+        let layout = [(0, 4), (8, 8), (16, 4)];
+        assert_eq!(faulted_params(None, 1, &params, &layout), None);
+        assert_eq!(faulted_params(Some(2), 1, &params, &layout), None);
+        let hit = faulted_params(Some(2), 2, &params, &layout).unwrap();
+        assert_eq!(&hit[..8], &params[..8]);
+        assert_eq!(
+            u64::from_le_bytes(hit[8..16].try_into().unwrap()),
+            macuda_memory::NEVER_MAPPED_VA
+        );
+        assert_eq!(&hit[16..], &params[16..]);
+        assert_eq!(
+            faulted_params(Some(1), 1, &params, &[(0, 4)]),
+            None,
+            "no pointer to aim"
+        );
+    }
+
+    #[test]
     fn bad_values_are_named() {
         for (name, value) in [
             (CHAIN_DEPTH, "0"),
@@ -181,6 +247,8 @@ mod tests {
             (SYNC_LAUNCHES, "yes"),
             (INJECT, "submit:explode:1"),
             (INJECT, "nobody:panic:1"),
+            (INJECT_GPU_FAULT, "0"),
+            (INJECT_GPU_FAULT, "first"),
         ] {
             let e = knobs(&[(name, value)]).unwrap_err();
             assert_eq!(e.name, name);

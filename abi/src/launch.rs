@@ -208,6 +208,23 @@ pub fn launch_now(
             graph: from_graph,
         });
     }
+    let n = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
+    let params = match crate::knobs::faulted_params(
+        rt.knobs.gpu_fault_at,
+        n,
+        params.as_slice(),
+        &r.params,
+    ) {
+        Some(bad) => {
+            eprintln!(
+                "macuda: {}: launch {n} ({}) reads through an unmapped address",
+                crate::knobs::INJECT_GPU_FAULT,
+                r.demangled
+            );
+            ParamBlock::new(&bad)
+        }
+        None => params,
+    };
     rt.lane.launch(LaneLaunch {
         stream: stream.id,
         kernel: r.kernel,

@@ -56,6 +56,8 @@ pub struct Runtime {
     pub log: Option<LaunchLog>,
     /// The environment's settings of ours (`crate::knobs`).
     pub knobs: Knobs,
+    /// Kernel launches handed to the lane so far (graph replays included).
+    pub(crate) launches: std::sync::atomic::AtomicU64,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, CudaError>> = OnceLock::new();
@@ -229,6 +231,7 @@ impl Runtime {
             memory: Mutex::new(MemoryMap::default()),
             log: LaunchLog::from_env(),
             knobs: Knobs::default(),
+            launches: std::sync::atomic::AtomicU64::new(0),
         })
     }
 

@@ -361,6 +361,26 @@ fn a_fault_injected_under_a_program_ends_it_cleanly_with_a_report() {
     assert!(again.stdout.ends_with("all checks passed\n"));
 }
 
+/// `MACUDA_INJECT_GPU_FAULT=N` aims the Nth launch at an unmapped address
+/// and says so (on the null device nothing runs, so nothing faults; the
+/// llama.cpp gate does it on the GPU).
+#[test]
+fn the_gpu_fault_knob_names_the_launch_it_spoils() {
+    let out = Command::new(programs().join("basics"))
+        .env("MACUDA_DEVICE", "null")
+        .env("MACUDA_INJECT_GPU_FAULT", "2")
+        .env("MACUDA_REPORT_DIR", scratch())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("MACUDA_INJECT_GPU_FAULT"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("launch 2 ("), "{}", lines[0]);
+}
+
 /// `MACUDA_LOG` shows what the error codes cannot: why a cudaMalloc (the
 /// errors program's 2^52 bytes) was refused.
 #[test]

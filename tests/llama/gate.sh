@@ -17,8 +17,9 @@
 #        decode         greedy text byte-compared (decode.sh)
 #        bench          llama-bench pp512 / tg128 ratios (bench.sh)
 #        fault          llama-simple with the submit actor failing under it
-#                       (MACUDA_INJECT): ggml's CUDA error with ours, no
-#                       hang, a crash report, and the next run as stock's
+#                       (MACUDA_INJECT), and with a kernel faulting on the
+#                       GPU (MACUDA_INJECT_GPU_FAULT): ggml's CUDA error
+#                       with ours, no hang, and the next run as stock's
 #      (default: all of them, in that order; the whole takes about an
 #      hour, so a session with less device time names fewer),
 #   4. writes GATE_OUT/summary.txt: what ran, what passed, the figures.
@@ -137,22 +138,31 @@ fi
 if [[ $parts == *" fault "* ]]; then
   note "fault started"
   f=$out/fault
-  mkdir -p "$f/reports"
   m=$(model 1b-q4_0)
   simple() { timeout --kill-after=5 120 "$build/bin/llama-simple" -m "$m" -n 64 -ngl 99 "The history of the graphics processor begins"; }
-  simple >"$f/stock.txt" 2>"$f/stock.err"
-  MACUDA_INJECT=submit:panic:300 MACUDA_REPORT_DIR=$f/reports MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
-    simple >"$f/faulted.txt" 2>"$f/faulted.err"
-  rc_f=$?
-  MACUDA_REPORT_DIR=$f/reports MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" simple >"$f/after.txt" 2>"$f/after.err"
-  rc_a=$?
-  reports=$(ls "$f/reports"/*-failure.msgpack 2>/dev/null | wc -l)
-  why=$(grep -m1 -i "cuda error" "$f/faulted.err")
-  ok=1
-  # Ended (not killed by the time limit), told by ggml, one report, then a normal run.
-  { [ "$rc_f" -ne 0 ] && [ "$rc_f" -lt 124 ] || [ "$rc_f" -eq 134 ]; } || ok=0
-  [ -n "$why" ] && [ "$reports" -eq 1 ] && [ "$rc_a" -eq 0 ] && cmp -s "$f/stock.txt" "$f/after.txt" || ok=0
-  result "a fault under llama-simple: exit $rc_f, '${why:-no CUDA error printed}', $reports report(s); the next run exit $rc_a, text as stock's: $(cmp -s "$f/stock.txt" "$f/after.txt" && echo yes || echo no)" $((1 - ok))
+  simple >"$f.stock.txt" 2>"$f.stock.err"
+  # An actor failing under llama-simple, then a kernel faulting on the GPU
+  # (its 500th launch reads through an unmapped address); after each, a
+  # fresh process must decode as stock did.
+  for fault in MACUDA_INJECT=submit:panic:300 MACUDA_INJECT_GPU_FAULT=500; do
+    d=$f/${fault%%=*}
+    mkdir -p "$d/reports"
+    env "$fault" MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
+      simple >"$d/faulted.txt" 2>"$d/faulted.err"
+    rc_f=$?
+    MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" simple >"$d/after.txt" 2>"$d/after.err"
+    rc_a=$?
+    reports=$(ls "$d/reports"/*-failure.msgpack 2>/dev/null | wc -l)
+    why=$(grep -m1 -i "cuda error" "$d/faulted.err")
+    same=no
+    cmp -s "$f.stock.txt" "$d/after.txt" && same=yes
+    ok=1
+    # Ended by itself (ggml aborts on a CUDA error: 134), not by the time
+    # limit; told by ggml; then a normal run.
+    { [ "$rc_f" -ne 0 ] && [ "$rc_f" -lt 124 ]; } || [ "$rc_f" -eq 134 ] || ok=0
+    { [ -n "$why" ] && [ "$rc_a" -eq 0 ] && [ "$same" = yes ]; } || ok=0
+    result "$fault under llama-simple: exit $rc_f, '${why:-no CUDA error printed}', $reports crash report(s); the next run exit $rc_a, text as stock's: $same" $((1 - ok))
+  done
 fi
 dmesg 2>/dev/null | grep -i -E "xid|nvrm" | tail -20 >"$out/kernel-log.txt"
 say "passed $passed, failed $failed"

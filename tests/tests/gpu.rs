@@ -383,8 +383,7 @@ fn an_unmapped_address_is_reported_as_an_mmu_fault_and_fresh_channels_run_again(
     let k = kernel(&host, "faults.size.fatbin", "read_through");
     let out = host.call(|s| s.memory.alloc_device(4096)).unwrap();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
-    // Far above anything the memory actor hands out, inside the VA space.
-    let unmapped: u64 = 0x1000_0000_0000;
+    let unmapped = macuda_memory::NEVER_MAPPED_VA;
     host.call(|s| {
         s.submit.launch(
             stream,

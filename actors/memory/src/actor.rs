@@ -23,6 +23,11 @@ const FIRMWARE_RESERVE_BYTES: u64 = 256 << 20;
 const VA_BASE: u64 = 1 << 32;
 /// 1 TiB of GPU virtual address space for device allocations.
 const VA_BYTES: u64 = 1 << 40;
+/// A GPU address nothing is ever mapped at: far above what this actor
+/// hands out (and what RM places on the kernel path), inside the VA
+/// space. A read through it is an MMU fault, for tests that need one.
+pub const NEVER_MAPPED_VA: u64 = 0x1000_0000_0000;
+const _: () = assert!(NEVER_MAPPED_VA >= VA_BASE + VA_BYTES);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceBuffer {

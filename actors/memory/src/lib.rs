@@ -15,7 +15,7 @@ mod range;
 
 pub use actor::{
     spawn, DeviceBuffer, DeviceWindow, HostBuffer, MemoryHandle, MemoryRequest, MemoryService,
-    MemoryStats,
+    MemoryStats, NEVER_MAPPED_VA,
 };
 pub use error::MemoryError;
 pub use range::{RangeAllocator, RangeError};
