@@ -670,6 +670,40 @@ mod tests {
         }
     }
 
+    /// CUDA's QMDs leave SHARED_ALLOCATION_ENABLE clear (its capture on the
+    /// H200, reference/h200-cuda-launch-capture.txt, and capture-cuda's of
+    /// our cuBLAS kernels); ours set it once, and every launch that put
+    /// more than one block on an SM computed wrong values.
+    #[test]
+    fn qmds_leave_shared_allocation_clear_as_cudas_do() {
+        for sm in [80, 90, 120] {
+            let f = DeviceFormat::for_sm(sm).unwrap();
+            let k = kernel();
+            let shape = LaunchShape {
+                grid: [264, 1, 1],
+                block: [256, 1, 1],
+                dynamic_shared_bytes: 0x4000,
+            };
+            assert!(
+                !f.descriptor(&k, &shape, 0x3_0000_0040)
+                    .shared_allocation_enable
+            );
+            let t = f.template(k.clone()).unwrap();
+            let mut q = t.qmd.clone();
+            let mut bank = vec![0u8; t.cbank0.len()];
+            f.launch(
+                &t,
+                &shape,
+                &vec![0u8; k.param_bytes as usize],
+                &mut q,
+                slot(0x3_0000_0040, &mut bank, false),
+            )
+            .unwrap();
+            let back = qmd::decode(f.qmd, q.words()).unwrap();
+            assert!(!back.shared_allocation_enable, "sm_{sm}");
+        }
+    }
+
     #[test]
     fn a_launch_from_a_template_equals_one_built_in_full() {
         for sm in [90, 120] {
