@@ -15,7 +15,7 @@ use crate::streams::StreamState;
 use crate::types::Dim3;
 use crate::work::{issue, KernelNode, Node};
 use macuda_hw::sm::{registers_per_warp, WARP_SIZE};
-use macuda_submit::{LaneLaunch, ParamBlock, INLINE_PARAM_BYTES};
+use macuda_submit::{LaneItem, LaneLaunch, ParamBlock, INLINE_PARAM_BYTES};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -225,14 +225,14 @@ pub fn launch_now(
         }
         None => params,
     };
-    rt.lane.launch(LaneLaunch {
+    rt.push(LaneItem::Launch(LaneLaunch {
         stream: stream.id,
         kernel: r.kernel,
         grid,
         block,
         dynamic_shared_bytes: shared,
         params,
-    });
+    }))?;
     if !rt.knobs.sync_launches {
         return Ok(());
     }

@@ -318,12 +318,12 @@ fn gpu_copy(
 ) -> Result<(), CudaError> {
     match (dst.gpu(), src.gpu()) {
         (Some(d), Some(s)) => {
-            rt.lane.push(LaneItem::Copy {
+            rt.push(LaneItem::Copy {
                 stream: stream.id,
                 src: s,
                 dst: d,
                 bytes,
-            });
+            })?;
             if sync_after {
                 sync(rt, stream)?;
             }
@@ -343,12 +343,12 @@ fn gpu_copy(
                         std::slice::from_raw_parts((host + done as usize) as *const u8, n as usize)
                     };
                     st.view.write(0, part).map_err(|_| CudaError::UNKNOWN)?;
-                    rt.lane.push(LaneItem::Copy {
+                    rt.push(LaneItem::Copy {
                         stream: stream.id,
                         src: st.va,
                         dst: d + done,
                         bytes: n,
-                    });
+                    })?;
                     done += n;
                 }
                 sync(rt, stream)
@@ -360,12 +360,12 @@ fn gpu_copy(
                 let mut done = 0;
                 while done < bytes {
                     let n = (bytes - done).min(STAGING_BYTES);
-                    rt.lane.push(LaneItem::Copy {
+                    rt.push(LaneItem::Copy {
                         stream: stream.id,
                         src: s + done,
                         dst: st.va,
                         bytes: n,
-                    });
+                    })?;
                     sync(rt, stream)?;
                     // SAFETY: the caller's destination holds `bytes`
                     // writable bytes.
@@ -430,7 +430,7 @@ pub fn run_copy2d(
         return Ok(());
     }
     if let (Execution::Gpu, Some(d), Some(s)) = (rt.execution, dst.gpu(), src.gpu()) {
-        rt.lane.push(LaneItem::Copy2d {
+        rt.push(LaneItem::Copy2d {
             stream: stream.id,
             src: s,
             src_pitch: op.spitch,
@@ -438,7 +438,7 @@ pub fn run_copy2d(
             dst_pitch: op.dpitch,
             width: op.width,
             height: op.height,
-        });
+        })?;
         if sync_after {
             sync(rt, stream)?;
         }
@@ -486,12 +486,12 @@ pub fn run_fill(
     let start = op.dst.next_multiple_of(WORD).min(op.dst + op.bytes);
     let end = ((op.dst + op.bytes) / WORD * WORD).max(start);
     if end > start {
-        rt.lane.push(LaneItem::Fill {
+        rt.push(LaneItem::Fill {
             stream: stream.id,
             dst: start,
             bytes: end - start,
             value: u32::from_ne_bytes([op.value; 4]),
-        });
+        })?;
     }
     for (at, n) in [(op.dst, start - op.dst), (end, op.dst + op.bytes - end)] {
         if n > 0 {
@@ -500,12 +500,12 @@ pub fn run_fill(
                 st.view
                     .write(0, &vec![op.value; n as usize])
                     .map_err(|_| CudaError::UNKNOWN)?;
-                rt.lane.push(LaneItem::Copy {
+                rt.push(LaneItem::Copy {
                     stream: stream.id,
                     src: st.va,
                     dst: at,
                     bytes: n,
-                });
+                })?;
                 sync(rt, stream)
             })?;
         }

@@ -18,7 +18,7 @@ use crate::streams::{EventTable, StreamTable};
 use macuda_gsp::RmBackend;
 use macuda_pci::DeviceSpec;
 use macuda_pci::{NullCard, NullOpener, NullProfile};
-use macuda_submit::{LaunchLane, StreamId};
+use macuda_submit::{LaneItem, LaunchLane, StreamId};
 use macuda_supervisor::{Host, HostConfig, HostError, Stack};
 use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -281,6 +281,21 @@ impl Runtime {
             Err(e) if self.execution == Execution::Nothing && e.is_refusal() => Ok(T::default()),
             Err(e) => Err(crate::error::from_host(&e, self.execution)),
         }
+    }
+
+    /// Hand `item` to the submit actor's lane. When the actor has stopped,
+    /// the error is the one the Host gives for it (what stopped it), not
+    /// a wait on a lane nobody drains.
+    ///
+    /// # Errors
+    /// The submit actor has stopped.
+    pub fn push(&self, item: LaneItem) -> Result<(), CudaError> {
+        self.lane
+            .push(item)
+            .map_err(|_closed| match self.synchronize_all() {
+                Err(e) => e,
+                Ok(()) => CudaError::LAUNCH_FAILURE,
+            })
     }
 
     /// Wait for everything queued (every stream shares the queues).

@@ -101,21 +101,21 @@ pub fn run(
         }
         Node::Record(e) => {
             let ev = rt.events.get(e)?;
-            rt.lane.push(LaneItem::RecordEvent {
+            rt.push(LaneItem::RecordEvent {
                 stream: stream.id,
                 event: ev.id,
                 timed: ev.timed(),
-            });
+            })?;
             ev.recorded.store(true, Ordering::Release);
             ev.captured.store(None);
             Ok(())
         }
         Node::Wait(e) => {
             let ev = rt.events.get(e)?;
-            rt.lane.push(LaneItem::WaitEvent {
+            rt.push(LaneItem::WaitEvent {
                 stream: stream.id,
                 event: ev.id,
-            });
+            })?;
             Ok(())
         }
     }

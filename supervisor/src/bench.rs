@@ -4,6 +4,7 @@
 
 use crate::host::{Host, HostConfig, HostError};
 use macuda_pci::DeviceSpec;
+use macuda_submit::SubmitError;
 use macuda_submit::{
     KernelDesc, KernelId, LaneLaunch, LaunchLane, ParamBlock, StreamId, SubmitConfig,
 };
@@ -119,7 +120,7 @@ fn throughput(n: u64) -> Result<(f64, f64), HostError> {
             .collect();
         let started = Instant::now();
         for r in records {
-            lane.launch(r);
+            lane.launch(r).map_err(SubmitError::from)?;
         }
         caller += started.elapsed();
         // The null device declines the hand-over; that is expected here.
@@ -152,7 +153,8 @@ fn steady_tokens(diffing: bool) -> Result<(f64, f64), HostError> {
     for token in 0..TOKENS {
         let before = host.call(|s| s.submit.stats())?;
         for i in 0..TOKEN_LAUNCHES {
-            lane.launch(launch(&kernels, stream, i, token));
+            lane.launch(launch(&kernels, stream, i, token))
+                .map_err(SubmitError::from)?;
         }
         // The token boundary: the host samples and waits (a standstill).
         let _ = host.call(|s| s.submit.synchronize(stream));

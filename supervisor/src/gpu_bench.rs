@@ -7,6 +7,7 @@
 
 use crate::host::{Host, HostConfig, HostError};
 use macuda_pci::DeviceSpec;
+use macuda_submit::SubmitError;
 use macuda_submit::{lane_launch, ChainLink, ChainTuning, GridMembar, LaunchRecord, SubmitConfig};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -251,14 +252,14 @@ fn time_empty_launches(config: HostConfig, launches: u64) -> Result<Timed, HostE
         },
     );
     for _ in 0..WARM_LAUNCHES {
-        lane.launch(record.clone());
+        lane.launch(record.clone()).map_err(SubmitError::from)?;
     }
     host.call(|s| s.submit.synchronize(stream))?;
     let records: Vec<_> = (0..launches).map(|_| record.clone()).collect();
     let before = host.call(|s| s.submit.stats())?;
     let started = Instant::now();
     for r in records {
-        lane.launch(r);
+        lane.launch(r).map_err(SubmitError::from)?;
     }
     let pushed = started.elapsed();
     host.call(|s| s.submit.synchronize(stream))?;

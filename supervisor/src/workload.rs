@@ -7,6 +7,7 @@ use macuda_core::ActorSnapshot;
 use macuda_gsp::RmBackend;
 use macuda_hw::class;
 use macuda_hw::pci::{offset, Command, Width};
+use macuda_submit::SubmitError;
 use macuda_submit::{LaneItem, LaunchRecord};
 use std::time::Duration;
 
@@ -198,7 +199,8 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
         if i % 2 == 0 {
             host.call(|s| s.submit.launch(stream, launch))?;
         } else {
-            lane.launch(macuda_submit::lane_launch(stream, &launch));
+            lane.launch(macuda_submit::lane_launch(stream, &launch))
+                .map_err(SubmitError::from)?;
         }
     }
     let mut synced = 0;
@@ -247,7 +249,8 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
                     src: from,
                     dst: to,
                     bytes: n,
-                });
+                })
+                .map_err(SubmitError::from)?;
             }
             host.call(|s| s.submit.synchronize(stream))?;
             let mut got = vec![0u8; pattern.len()];

@@ -335,3 +335,42 @@ fn a_boot_failure_runs_recovery_too() {
     assert!(reset_after(&events, cleared).is_some());
     assert!(err.report().is_some_and(|p| p.exists()));
 }
+
+/// A caller pushing through the launch lane after the submit actor died:
+/// more items than the lane holds come back refused within the deadline
+/// (the 4,097th used to spin for ever), and the Host says what failed.
+#[test]
+fn pushes_through_the_lane_after_submit_died_are_refused_not_hung() {
+    let world = NullWorld::new(DEADLINE);
+    let host = world.start();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    host.faults()
+        .install("submit", FaultPlan::new(FaultAction::Panic, 1))
+        .unwrap();
+    let failed = host.call(|s| s.submit.synchronize(stream));
+    assert!(failed.is_err(), "submit answered after its injected panic");
+    let started = Instant::now();
+    let capacity = macuda_submit::SubmitConfig::default().lane_capacity;
+    let mut refused = None;
+    for i in 0..capacity as u64 + 10 {
+        let item = macuda_submit::LaneItem::Fill {
+            stream,
+            dst: i,
+            bytes: 4,
+            value: 0,
+        };
+        if let Err(e) = lane.push(item) {
+            refused = Some((i, e));
+            break;
+        }
+    }
+    let (at, e) = refused.expect("every push was taken with no actor to drain the lane");
+    assert!(
+        started.elapsed() < RETURN_WITHIN,
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(at <= capacity as u64, "refused only at push {at}");
+    assert!(e.to_string().contains("submit actor has stopped"), "{e}");
+}

@@ -258,7 +258,8 @@ fn a_gib_goes_host_to_device_to_device_to_host_through_the_copy_engine_byte_exac
             src: from,
             dst: to,
             bytes: GIB,
-        });
+        })
+        .unwrap();
     }
     host.call(|s| s.submit.synchronize(stream)).unwrap();
     let took = started.elapsed();

@@ -93,7 +93,7 @@ fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
     let launches = 300usize;
     for i in 0..launches {
         let l = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, n - i as i32);
-        lane.launch(macuda_submit::lane_launch(stream, &l));
+        lane.launch(macuda_submit::lane_launch(stream, &l)).unwrap();
     }
     let reached = host.call(|s| s.submit.synchronize(stream)).unwrap();
     assert_eq!(reached, 3, "300 launches in chains of 128: three releases");
@@ -158,7 +158,8 @@ fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
             src: from,
             dst: to,
             bytes,
-        });
+        })
+        .unwrap();
     }
     // A fill over the middle of d2, then a pitched copy of 16 lines of
     // 1000 bytes back out, and the rest 1-D.
@@ -167,7 +168,8 @@ fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
         dst: d2.va + 4096,
         bytes: 4096,
         value: 0xA5A5_5A5A,
-    });
+    })
+    .unwrap();
     lane.push(LaneItem::Copy2d {
         stream,
         src: d2.va,
@@ -176,13 +178,15 @@ fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
         dst_pitch: 1024,
         width: 1000,
         height: 16,
-    });
+    })
+    .unwrap();
     lane.push(LaneItem::Copy {
         stream,
         src: d2.va + (1 << 20),
         dst: b_va + (1 << 20),
         bytes: 2 << 20,
-    });
+    })
+    .unwrap();
     host.call(|s| s.submit.synchronize(stream)).unwrap();
     let mut got = vec![0u8; bytes as usize];
     back.view.as_ref().unwrap().read(0, &mut got).unwrap();

@@ -77,7 +77,8 @@ fn capture_on(world: NullWorld) -> Captured {
             block: [32, 1, 1],
             dynamic_shared_bytes: 0,
             params: ParamBlock::new(&[i as u8; 16]),
-        });
+        })
+        .unwrap();
     };
     launch(1);
     lane.push(LaneItem::Copy2d {
@@ -88,19 +89,22 @@ fn capture_on(world: NullWorld) -> Captured {
         dst_pitch: 1024,
         width: 256,
         height: 8,
-    });
+    })
+    .unwrap();
     lane.push(LaneItem::Fill {
         stream,
         dst: FILL_DST,
         bytes: 4096,
         value: 7,
-    });
+    })
+    .unwrap();
     launch(2);
     lane.push(LaneItem::RecordEvent {
         stream,
         event,
         timed: false,
-    });
+    })
+    .unwrap();
     launch(3);
     launch(4);
     let issued = host.call(|s| s.submit.flush()).unwrap();
@@ -381,7 +385,8 @@ fn more_launches(c: &Captured, n: u32) -> Result<u64, HostError> {
             block: [32, 1, 1],
             dynamic_shared_bytes: 0,
             params: ParamBlock::new(&[0; 16]),
-        });
+        })
+        .unwrap();
     }
     c.host.call(|s| s.submit.flush())
 }
@@ -504,7 +509,8 @@ fn a_timed_record_waits_for_the_work_before_it_then_stamps_the_clock() {
             block: [32, 1, 1],
             dynamic_shared_bytes: 0,
             params: ParamBlock::new(&[i as u8; 16]),
-        });
+        })
+        .unwrap();
     };
     launch(1);
     lane.push(LaneItem::Copy {
@@ -512,12 +518,14 @@ fn a_timed_record_waits_for_the_work_before_it_then_stamps_the_clock() {
         src: 0x2_0000_0000,
         dst: COPY_DST,
         bytes: 4096,
-    });
+    })
+    .unwrap();
     lane.push(LaneItem::RecordEvent {
         stream,
         event,
         timed: true,
-    });
+    })
+    .unwrap();
     launch(2);
     host.call(|s| s.submit.flush()).unwrap();
     let subs = host.call(|s| s.submit.submissions()).unwrap();
@@ -583,7 +591,8 @@ fn events_are_reused_after_destroy_and_untimed_ones_have_no_time() {
         stream,
         event: a,
         timed: false,
-    });
+    })
+    .unwrap();
     let untimed = host.call(|s| s.submit.event_time(a)).unwrap_err();
     assert!(
         matches!(untimed, HostError::Submit(SubmitError::UntimedEvent { .. })),
@@ -597,7 +606,8 @@ fn events_are_reused_after_destroy_and_untimed_ones_have_no_time() {
             stream,
             event: b,
             timed: true,
-        });
+        })
+        .unwrap();
         times.push(host.call(|s| s.submit.event_time(b)).unwrap().unwrap());
         std::thread::sleep(Duration::from_millis(2));
     }

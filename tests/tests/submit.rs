@@ -58,14 +58,16 @@ fn rig(world: NullWorld) -> Rig {
 }
 
 fn launch(r: &Rig, i: u8) {
-    r.lane.launch(LaneLaunch {
-        stream: r.stream,
-        kernel: r.kernel,
-        grid: [u32::from(i) + 1, 1, 1],
-        block: [64, 1, 1],
-        dynamic_shared_bytes: 0,
-        params: ParamBlock::new(&[i; 16]),
-    });
+    r.lane
+        .launch(LaneLaunch {
+            stream: r.stream,
+            kernel: r.kernel,
+            grid: [u32::from(i) + 1, 1, 1],
+            block: [64, 1, 1],
+            dynamic_shared_bytes: 0,
+            params: ParamBlock::new(&[i; 16]),
+        })
+        .unwrap();
 }
 
 fn value_of(ms: &[(u32, u32)], method: u32) -> Vec<u32> {
@@ -229,21 +231,25 @@ fn chains_close_at_the_configured_depth() {
 fn copies_and_fills_are_ordered_against_launches() {
     let r = rig(NullWorld::swallowing_doorbells(Duration::from_secs(5)));
     launch(&r, 0);
-    r.lane.push(LaneItem::Copy2d {
-        stream: r.stream,
-        src: 0x2_0000_0000,
-        src_pitch: 512,
-        dst: 0x3_0000_0000,
-        dst_pitch: 1024,
-        width: 256,
-        height: 8,
-    });
-    r.lane.push(LaneItem::Fill {
-        stream: r.stream,
-        dst: 0x4_0000_0000,
-        bytes: 4096,
-        value: 0xDEAD_BEEF,
-    });
+    r.lane
+        .push(LaneItem::Copy2d {
+            stream: r.stream,
+            src: 0x2_0000_0000,
+            src_pitch: 512,
+            dst: 0x3_0000_0000,
+            dst_pitch: 1024,
+            width: 256,
+            height: 8,
+        })
+        .unwrap();
+    r.lane
+        .push(LaneItem::Fill {
+            stream: r.stream,
+            dst: 0x4_0000_0000,
+            bytes: 4096,
+            value: 0xDEAD_BEEF,
+        })
+        .unwrap();
     launch(&r, 1);
     r.host.call(|s| s.submit.flush()).unwrap();
     let subs = r.host.call(|s| s.submit.submissions()).unwrap();
@@ -298,14 +304,16 @@ fn cross_token_diffing_delivers_only_what_changed() {
     let r = rig(NullWorld::new(Duration::from_secs(5)));
     let token = |position: u8| {
         for i in 0..6u8 {
-            r.lane.launch(LaneLaunch {
-                stream: r.stream,
-                kernel: r.kernel,
-                grid: [8, 1, 1],
-                block: [64, 1, 1],
-                dynamic_shared_bytes: 0,
-                params: ParamBlock::new(&[if i == 2 { position } else { i }; 16]),
-            });
+            r.lane
+                .launch(LaneLaunch {
+                    stream: r.stream,
+                    kernel: r.kernel,
+                    grid: [8, 1, 1],
+                    block: [64, 1, 1],
+                    dynamic_shared_bytes: 0,
+                    params: ParamBlock::new(&[if i == 2 { position } else { i }; 16]),
+                })
+                .unwrap();
         }
         let before = r.host.call(|s| s.submit.stats()).unwrap();
         let refused = r.host.call(|s| s.submit.synchronize(r.stream)).unwrap_err();

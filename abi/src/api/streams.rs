@@ -89,11 +89,11 @@ pub extern "C" fn cudaStreamQuery(stream: Handle) -> CudaError {
             return Ok(());
         }
         let event = rt.call(|st| st.submit.create_event())?;
-        rt.lane.push(macuda_submit::LaneItem::RecordEvent {
+        rt.push(macuda_submit::LaneItem::RecordEvent {
             stream: s.id,
             event,
             timed: false,
-        });
+        })?;
         let done = rt.call_done(|st| st.submit.query_event(event));
         let _ = rt.call(|st| st.submit.destroy_event(event));
         if done? {

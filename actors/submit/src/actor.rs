@@ -4,7 +4,7 @@ use crate::encode::{
     CBANK0_ALIGN, QMD_ALIGN,
 };
 use crate::error::SubmitError;
-use crate::lane::{EventId, KernelId, LaneItem, LaneLaunch, LaunchLane, ParamBlock};
+use crate::lane::{EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock};
 use crate::pushbuf::PushBuffer;
 use crate::ring::GpFifoRing;
 use crossbeam_queue::ArrayQueue;
@@ -343,6 +343,8 @@ struct SubmitActor {
     streams: BTreeSet<StreamId>,
     next_stream: u32,
     lane: Arc<ArrayQueue<LaneItem>>,
+    /// Alive while this actor is: its lanes refuse pushes once it drops.
+    lane_consumer: LaneConsumer,
     waker: Waker,
     arena: DescriptorArena,
     descriptor_base: u64,
@@ -1144,7 +1146,11 @@ impl SubmitService for SubmitActor {
     }
 
     fn lane(&mut self) -> Result<LaunchLane, SubmitError> {
-        Ok(LaunchLane::new(Arc::clone(&self.lane), self.waker.clone()))
+        Ok(LaunchLane::new(
+            Arc::clone(&self.lane),
+            self.waker.clone(),
+            &self.lane_consumer,
+        ))
     }
 
     fn launch(&mut self, stream: StreamId, launch: LaunchRecord) -> Result<u64, SubmitError> {
@@ -1621,6 +1627,7 @@ pub fn spawn(
         streams: BTreeSet::new(),
         next_stream: 0,
         lane: Arc::new(ArrayQueue::new(submit.lane_capacity.max(1))),
+        lane_consumer: LaneConsumer::default(),
         waker,
         arena: DescriptorArena::with_mirror(submit.descriptor_bytes, submit.diffing, mirror),
         descriptor_base: regions.descriptors.va,

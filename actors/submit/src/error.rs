@@ -1,6 +1,6 @@
 use crate::actor::StreamId;
 use crate::arena::ArenaError;
-use crate::lane::{EventId, KernelId};
+use crate::lane::{EventId, KernelId, LaneClosed};
 use crate::ring::RingError;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_gsp::{ChannelFault, GspError};
@@ -60,6 +60,8 @@ pub enum SubmitError {
     MirrorUnmapped { bus: u64 },
     #[error("internal invariant broken: {reason}")]
     Invariant { reason: &'static str },
+    #[error("launch lane")]
+    Lane(#[from] LaneClosed),
     #[error("could not start the submit actor thread")]
     Spawn(#[source] std::io::Error),
 }
@@ -88,6 +90,8 @@ impl ActorFault for SubmitError {
             | SubmitError::Memory(_)
             | SubmitError::Pci(_)
             | SubmitError::Gsp(_) => Severity::Downstream,
+            // The actor already stopped; whatever stopped it was reported.
+            SubmitError::Lane(_) => Severity::Downstream,
             // The GPU refused our work, not the stack: the queues stay
             // stopped (and say why) until the channels are reopened.
             SubmitError::ChannelFault(_) => Severity::Recoverable,

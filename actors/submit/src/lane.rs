@@ -9,7 +9,7 @@
 use crate::actor::StreamId;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::Waker;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// A kernel registered with the submit actor: what a launch needs beyond
 /// its dimensions and arguments, sent once instead of with every launch.
@@ -120,26 +120,60 @@ pub enum LaneItem {
     },
 }
 
+/// The lane's consumer, the submit actor, has stopped: nothing pushed now
+/// would ever run (and a full lane would never drain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the submit actor has stopped; the launch lane takes nothing more")]
+pub struct LaneClosed;
+
+/// What the submit actor holds while it drains a lane: its lanes see it
+/// gone when the actor's state is dropped (the actor thread ended).
+#[derive(Debug, Default)]
+pub(crate) struct LaneConsumer(Arc<()>);
+
 /// The producer side, cloneable across caller threads.
 #[derive(Clone)]
 pub struct LaunchLane {
     queue: Arc<ArrayQueue<LaneItem>>,
     waker: Waker,
+    consumer: Weak<()>,
 }
 
 impl LaunchLane {
-    pub(crate) fn new(queue: Arc<ArrayQueue<LaneItem>>, waker: Waker) -> LaunchLane {
-        LaunchLane { queue, waker }
+    pub(crate) fn new(
+        queue: Arc<ArrayQueue<LaneItem>>,
+        waker: Waker,
+        consumer: &LaneConsumer,
+    ) -> LaunchLane {
+        LaunchLane {
+            queue,
+            waker,
+            consumer: Arc::downgrade(&consumer.0),
+        }
+    }
+
+    fn consumer_gone(&self) -> bool {
+        self.consumer.strong_count() == 0
     }
 
     /// Push without waiting for the actor. A full lane means the actor is
-    /// behind: the caller yields until there is room (back-pressure).
-    pub fn push(&self, item: LaneItem) {
+    /// behind: the caller yields until there is room (back-pressure), or
+    /// until the actor is seen gone.
+    ///
+    /// # Errors
+    /// The submit actor has stopped.
+    pub fn push(&self, item: LaneItem) -> Result<(), LaneClosed> {
+        if self.consumer_gone() {
+            return Err(LaneClosed);
+        }
         let mut item = item;
         loop {
             match self.queue.push(item) {
                 Ok(()) => break,
                 Err(back) => {
+                    if self.consumer_gone() {
+                        return Err(LaneClosed);
+                    }
                     item = back;
                     self.waker.wake();
                     std::thread::yield_now();
@@ -147,10 +181,13 @@ impl LaunchLane {
             }
         }
         self.waker.wake();
+        Ok(())
     }
 
-    pub fn launch(&self, launch: LaneLaunch) {
-        self.push(LaneItem::Launch(launch));
+    /// # Errors
+    /// As [`LaunchLane::push`].
+    pub fn launch(&self, launch: LaneLaunch) -> Result<(), LaneClosed> {
+        self.push(LaneItem::Launch(launch))
     }
 
     /// Items waiting for the actor.
@@ -177,8 +214,9 @@ mod tests {
     fn a_full_lane_waits_for_room_instead_of_dropping() {
         let queue = Arc::new(ArrayQueue::new(2));
         let (waker, _parking) = macuda_core::wake_pair();
-        let lane = LaunchLane::new(Arc::clone(&queue), waker);
-        let consumer = {
+        let consumer = LaneConsumer::default();
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer);
+        let reader = {
             let q = Arc::clone(&queue);
             std::thread::spawn(move || {
                 let mut got = 0;
@@ -193,13 +231,42 @@ mod tests {
             })
         };
         for i in 0..100u64 {
-            lane.push(LaneItem::Fill {
-                stream: StreamId(1),
-                dst: i,
-                bytes: 4,
-                value: 0,
-            });
+            lane.push(fill(i)).unwrap();
         }
-        assert_eq!(consumer.join().unwrap(), 100);
+        assert_eq!(reader.join().unwrap(), 100);
+        drop(consumer);
+    }
+
+    fn fill(i: u64) -> LaneItem {
+        LaneItem::Fill {
+            stream: StreamId(1),
+            dst: i,
+            bytes: 4,
+            value: 0,
+        }
+    }
+
+    /// The 4,097th launch after the actor died used to spin for ever.
+    #[test]
+    fn a_full_lane_whose_actor_is_gone_refuses_instead_of_spinning() {
+        let queue = Arc::new(ArrayQueue::new(4));
+        let (waker, _parking) = macuda_core::wake_pair();
+        let consumer = LaneConsumer::default();
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer);
+        for i in 0..4 {
+            lane.push(fill(i)).unwrap();
+        }
+        // The actor stops while a caller waits on the full lane.
+        let waiting = {
+            let lane = lane.clone();
+            std::thread::spawn(move || lane.push(fill(99)))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(consumer);
+        assert_eq!(waiting.join().unwrap(), Err(LaneClosed));
+        // And later pushes are refused at once, full or not.
+        assert_eq!(lane.push(fill(100)), Err(LaneClosed));
+        let _ = queue.pop();
+        assert_eq!(lane.push(fill(101)), Err(LaneClosed));
     }
 }
