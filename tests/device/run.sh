@@ -40,8 +40,8 @@ mkdir -p "$MACUDA_REPORT_DIR"
 
 step "reference: nvidia-smi" 0 30 nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv
 step "macuda info --device kernel" 0 60 "$bin/macuda" --device kernel info
-step "the stack on the GPU (tests/tests/gpu.rs)" 0 300 "$bin/gpu" --nocapture --test-threads=1
-step "kernel RM, direct path (tests/tests/kernel_rm.rs)" 0 180 "$bin/kernel_rm" --nocapture --test-threads=1
+step "the stack on the GPU (tests/tests/gpu.rs)" 0 300 "$bin/gpu" --include-ignored --nocapture --test-threads=1
+step "kernel RM, direct path (tests/tests/kernel_rm.rs)" 0 180 "$bin/kernel_rm" --include-ignored --nocapture --test-threads=1
 step "macuda demo --device kernel" 0 120 "$bin/macuda" --device kernel demo
 # One injected failure, recovered: the actor panics mid-workload, recovery
 # stops our channels and frees our RM client (no reset, no PCI access),

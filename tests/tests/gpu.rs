@@ -1,8 +1,9 @@
 //! The whole stack on a real GPU through NVIDIA's kernel module (no libcuda
 //! in the process): the Host's actors, our loader and our submit, kernels
 //! from our own CUDA fixtures. Every test needs /dev/nvidiactl and is
-//! skipped with the reason printed where it is absent; the same paths run
-//! against the fake of the module in kernel_host.rs everywhere.
+//! ignored unless asked for (`--include-ignored`, as tests/device/run.sh
+//! does); the same paths run against the fake of the module in
+//! kernel_host.rs everywhere.
 
 use macuda_gsp::kernel::CTL_NODE;
 use macuda_loader::{FunctionInfo, ModuleId};
@@ -11,11 +12,12 @@ use macuda_submit::{KernelId, LaneItem, LaunchRecord, StreamId, SubmitError};
 use macuda_supervisor::{Host, HostConfig, HostError};
 use std::time::{Duration, Instant};
 
-fn gpu() -> Option<Host> {
-    if !std::path::Path::new(CTL_NODE).exists() {
-        eprintln!("skipped: {CTL_NODE} is absent (no NVIDIA kernel module on this machine)");
-        return None;
-    }
+/// The stack on the GPU; asked for without the module, a failure.
+fn gpu() -> Host {
+    assert!(
+        std::path::Path::new(CTL_NODE).exists(),
+        "{CTL_NODE} is absent: this test needs NVIDIA's kernel module and a GPU"
+    );
     let mut config = HostConfig::new(DeviceSpec::Kernel { index: 0 });
     config.deadline = Duration::from_secs(30);
     // A faulted channel is reported well before this; a healthy one
@@ -24,7 +26,7 @@ fn gpu() -> Option<Host> {
     config.report_dir = std::env::temp_dir().join("macuda-gpu-test-reports");
     let host = Host::start(config).expect("the stack opens the GPU");
     eprintln!("{}", host.device_line());
-    Some(host)
+    host
 }
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -121,8 +123,9 @@ fn vector_add(host: &Host, k: &Kernel, stream: StreamId, n: usize) -> Duration {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn vector_add_of_16m_floats_runs_through_loader_and_submit_and_matches_the_cpu() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     let k = kernel(&host, "vector_add.size.fatbin", "vector_add");
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
     let took = vector_add(&host, &k, stream, 16 << 20);
@@ -130,8 +133,9 @@ fn vector_add_of_16m_floats_runs_through_loader_and_submit_and_matches_the_cpu()
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_kernel_reading_block_and_grid_dimensions_sees_the_launch() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     let k = kernel(&host, "dims.size.fatbin", "dims");
     let (grid, block) = ([3u32, 2, 2], [4u32, 2, 2]);
     let threads = (block.iter().product::<u32>() * grid.iter().product::<u32>()) as usize;
@@ -167,8 +171,9 @@ fn a_kernel_reading_block_and_grid_dimensions_sees_the_launch() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_constant_table_in_bank_3_and_a_relocated_table_in_bank_4_give_the_right_results() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     let k = kernel(&host, "banks.size.fatbin", "scale_by_table");
     let table = host
         .call(|s| s.loader.global(k.module, "scale_table".into()))
@@ -232,8 +237,9 @@ fn a_constant_table_in_bank_3_and_a_relocated_table_in_bank_4_give_the_right_res
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_gib_goes_host_to_device_to_device_to_host_through_the_copy_engine_byte_exact() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     const GIB: u64 = 1 << 30;
     let src = host.call(|s| s.memory.alloc_host(GIB)).unwrap();
     let back = host.call(|s| s.memory.alloc_host(GIB)).unwrap();
@@ -270,8 +276,9 @@ fn a_gib_goes_host_to_device_to_device_to_host_through_the_copy_engine_byte_exac
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_chain_of_128_dependent_launches_completes_with_one_tail_release() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     let k = kernel(&host, "vector_add.size.fatbin", "vector_add");
     let n = 1usize << 20;
     let bytes = (n * 4) as u64;
@@ -322,8 +329,9 @@ fn a_chain_of_128_dependent_launches_completes_with_one_tail_release() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_kernel_with_a_stack_runs_in_the_local_memory_submit_gives_the_channel() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     let k = kernel(&host, "stack.size.fatbin", "local_sum");
     assert!(k.info.local_bytes > 0, "the fixture has a stack");
     let n = 1usize << 16;
@@ -379,8 +387,9 @@ fn expect_fault(host: &Host, stream: StreamId) -> macuda_gsp::ChannelFault {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn an_unmapped_address_is_reported_as_an_mmu_fault_and_fresh_channels_run_again() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     let k = kernel(&host, "faults.size.fatbin", "read_through");
     let out = host.call(|s| s.memory.alloc_device(4096)).unwrap();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
@@ -421,8 +430,9 @@ fn an_unmapped_address_is_reported_as_an_mmu_fault_and_fresh_channels_run_again(
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_trap_is_reported_as_an_sm_error_not_an_mmu_fault_and_fresh_channels_run_again() {
-    let Some(host) = gpu() else { return };
+    let host = gpu();
     let k = kernel(&host, "faults.size.fatbin", "trap_now");
     let out = host.call(|s| s.memory.alloc_device(4096)).unwrap();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();

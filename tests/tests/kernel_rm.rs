@@ -1,6 +1,7 @@
-//! The kernel-module RM path: on a real GPU (needs NVIDIA's kernel module;
-//! skipped with the reason printed where /dev/nvidiactl is absent), and
-//! against the fake of the ioctl layer, which runs everywhere.
+//! The kernel-module RM path: on a real GPU (ignored unless asked for,
+//! `--include-ignored`, as tests/device/run.sh does: they need NVIDIA's
+//! kernel module), and against the fake of the ioctl layer, which runs
+//! everywhere.
 
 use macuda_gsp::kernel::KernelRmError;
 use macuda_gsp::kernel::{cards, DeviceFiles, KernelRm, CTL_NODE, DRIVER_MAJOR};
@@ -8,20 +9,18 @@ use macuda_hw::rm::{class, control};
 use macuda_tests::fake_rm::{FakeModule, FakeRm, MISSING_PARENT, NOT_SUPPORTED, WRONG_PARAMS_SIZE};
 use std::sync::Arc;
 
-fn gpu_present() -> bool {
-    if std::path::Path::new(CTL_NODE).exists() {
-        true
-    } else {
-        eprintln!("skipped: {CTL_NODE} is absent (no NVIDIA kernel module on this machine)");
-        false
-    }
+/// A GPU test was asked for: the module must be there.
+fn require_gpu() {
+    assert!(
+        std::path::Path::new(CTL_NODE).exists(),
+        "{CTL_NODE} is absent: this test needs NVIDIA's kernel module and a GPU"
+    );
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn opens_a_client_device_and_subdevice_and_identifies_the_gpu() {
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     let listed = cards(&DeviceFiles).unwrap();
     assert!(!listed.is_empty(), "the module lists no GPU");
     let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
@@ -77,10 +76,9 @@ fn opens_a_client_device_and_subdevice_and_identifies_the_gpu() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn the_usermode_page_maps_and_its_timer_runs() {
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
     let classes = rm.classes().unwrap();
     eprintln!("{} classes offered", classes.len());
@@ -100,10 +98,9 @@ fn the_usermode_page_maps_and_its_timer_runs() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn video_memory_is_mapped_for_the_gpu_and_through_bar1_for_the_cpu() {
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     let rm = KernelRm::open(Arc::new(DeviceFiles), 0).unwrap();
     let mut space = rm.va_space().unwrap();
     eprintln!("VA space {:#x}, GPU uuid {:02x?}", space.handle, space.uuid);
@@ -188,13 +185,12 @@ fn read_u64(map: &dyn macuda_gsp::kernel::RmMapping, offset: usize) -> u64 {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn copy_and_compute_channels_release_semaphores_the_host_sees() {
     use macuda_hw::methods::host;
     use macuda_hw::push::{SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY};
     use macuda_submit::pushbuf::PushBuffer;
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     let Gpu {
         rm,
         user,
@@ -273,13 +269,12 @@ fn copy_and_compute_channels_release_semaphores_the_host_sees() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn the_copy_engine_copies_and_fills_byte_exact() {
     use macuda_hw::methods::host;
     use macuda_hw::push::SUBCHANNEL_COPY;
     use macuda_submit::pushbuf::PushBuffer;
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     const MIB: u64 = 1 << 20;
     let Gpu {
         rm,
@@ -380,13 +375,12 @@ fn the_copy_engine_copies_and_fills_byte_exact() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_gib_goes_host_to_device_to_device_to_host_byte_exact() {
     use macuda_hw::methods::host;
     use macuda_hw::push::SUBCHANNEL_COPY;
     use macuda_submit::pushbuf::PushBuffer;
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     const GIB: u64 = 1 << 30;
     let Gpu {
         rm,
@@ -672,10 +666,9 @@ fn vector_adds_on_the_gpu(
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn our_vector_add_runs_on_the_gpu_through_loader_and_submit_formats() {
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     // As encoded. (A 64-bit payload in the one-word release killed the
     // channel with Xid 13 SKEDCHECKXX_MISC here; the encoder no longer
     // writes one.)
@@ -684,10 +677,9 @@ fn our_vector_add_runs_on_the_gpu_through_loader_and_submit_formats() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_chain_of_128_dependent_launches_ends_in_one_release() {
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     // Each launch adds b to the previous launch's c: the result is right
     // only if all 128 ran, each after the one before had finished.
     let took = vector_adds_on_the_gpu(1 << 20, 128, 0).unwrap();
@@ -695,10 +687,9 @@ fn a_chain_of_128_dependent_launches_ends_in_one_release() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn uncovered_local_memory_is_reported_by_xid_and_a_fresh_channel_runs_again() {
-    if !gpu_present() {
-        return;
-    }
+    require_gpu();
     // The QMD asks for per-thread local memory the channel never provided
     // (no SET_SHADER_LOCAL_MEMORY): SKED removes the channel.
     let err = vector_adds_on_the_gpu(1 << 20, 1, 0x640).unwrap_err();
