@@ -3,34 +3,18 @@
 //! the runtime through its C entry points: the benchmark and the tests.
 
 use crate::api::registration::{__cudaRegisterFatBinary, __cudaRegisterFunction};
+use macuda_loader::fatbin::WrapperC;
 use std::ffi::{c_char, c_void, CStr};
-
-/// `__fatBinC_Wrapper_t`, version 1 (what nvcc and clang emit).
-#[repr(C)]
-struct Wrapper {
-    magic: u32,
-    version: u32,
-    data: *const u8,
-    unused: *const u8,
-}
-
-const WRAPPER_MAGIC: u32 = 0x466243B1;
-const WRAPPER_VERSION: u32 = 1;
 
 /// Register `fatbin` (which must live as long as the process, as compiled
 /// modules do) and each `(host stub, kernel name)`; returns the module's
 /// handle.
 pub fn register(fatbin: &'static [u8], kernels: &[(*const c_void, &CStr)]) -> *mut *mut c_void {
-    let wrapper = Box::leak(Box::new(Wrapper {
-        magic: WRAPPER_MAGIC,
-        version: WRAPPER_VERSION,
-        data: fatbin.as_ptr(),
-        unused: std::ptr::null(),
-    }));
+    let wrapper = Box::leak(Box::new(WrapperC::around(fatbin)));
     // SAFETY: a well-formed wrapper around static bytes, and NUL-terminated
     // names; the five optional pointers may be null.
     unsafe {
-        let module = __cudaRegisterFatBinary((wrapper as *mut Wrapper).cast());
+        let module = __cudaRegisterFatBinary((wrapper as *mut WrapperC).cast());
         for (stub, name) in kernels {
             __cudaRegisterFunction(
                 module,

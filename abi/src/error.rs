@@ -145,7 +145,7 @@ fn classify(e: &HostError, execution: Execution) -> CudaError {
         _ => None,
     }) {
         return match fault.xid {
-            XID_MMU_FAULT => CudaError::ILLEGAL_ADDRESS,
+            macuda_hw::rm::XID_MMU_FAULT => CudaError::ILLEGAL_ADDRESS,
             _ => CudaError::LAUNCH_FAILURE,
         };
     }
@@ -164,9 +164,6 @@ fn classify(e: &HostError, execution: Execution) -> CudaError {
         _ => CudaError::UNKNOWN,
     }
 }
-
-/// RM's robust-channel error for an MMU fault (Xid 31).
-const XID_MMU_FAULT: u32 = 31;
 
 thread_local! {
     /// The last error an entry point on this thread answered with.

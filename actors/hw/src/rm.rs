@@ -691,10 +691,15 @@ pub const NOTIFIER_SLOT_ERROR: usize = 0;
 /// `status` of a written error.
 pub const NOTIFICATION_STATUS_ERROR: u16 = 0xFFFF;
 
+/// `ROBUST_CHANNEL_GR_EXCEPTION`: an SM error (a trap, a bad instruction).
+pub const XID_GR_EXCEPTION: u32 = 13;
+/// `ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT`: an MMU fault.
+pub const XID_MMU_FAULT: u32 = 31;
+
 /// Robust-channel error numbers (the Xids RM logs), from `nverror.h`.
 pub const XIDS: &[(u32, &str)] = &[
-    (13, "ROBUST_CHANNEL_GR_EXCEPTION"),
-    (31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"),
+    (XID_GR_EXCEPTION, "ROBUST_CHANNEL_GR_EXCEPTION"),
+    (XID_MMU_FAULT, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"),
     (32, "PBDMA_ERROR"),
     (43, "RESETCHANNEL_VERIF_ERROR"),
     (45, "PREEMPTIVE_REMOVAL"),

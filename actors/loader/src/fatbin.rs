@@ -25,6 +25,32 @@ pub const WRAPPER_VERSION: u32 = 1;
 pub const WRAPPER_LINK_VERSION: u32 = 2;
 /// Size of the wrapper on LP64 hosts.
 pub const WRAPPER_LEN: usize = 24;
+/// `__fatBinC_Wrapper_t` as compiled host code lays it out in memory
+/// (version 1), for Rust code that registers a fat binary the way such
+/// code does.
+#[repr(C)]
+#[derive(Debug)]
+pub struct WrapperC {
+    pub magic: u32,
+    pub version: u32,
+    pub data: *const u8,
+    pub unused: *const u8,
+}
+
+impl WrapperC {
+    /// A version-1 wrapper around a fat binary.
+    pub fn around(fatbin: &'static [u8]) -> WrapperC {
+        WrapperC {
+            magic: WRAPPER_MAGIC,
+            version: WRAPPER_VERSION,
+            data: fatbin.as_ptr(),
+            unused: std::ptr::null(),
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<WrapperC>() == WRAPPER_LEN);
+
 /// Magic of HIP's wrapper ("HIPF"); not CUDA, refused.
 pub const HIP_WRAPPER_MAGIC: u32 = 0x4849_5046;
 /// Magic that starts every fatbin container.

@@ -127,7 +127,10 @@ impl Kernel {
 /// The most dynamic shared memory a kernel may use without asking.
 const DEFAULT_DYNAMIC_SHARED: u32 = 48 * 1024;
 
-/// `__fatBinC_Wrapper_t`, version 1, as nvcc and clang emit it.
+/// `__fatBinC_Wrapper_t`, version 1, as nvcc and clang emit it. Declared
+/// here, not taken from our loader: this library stands where compiled
+/// host code does and links against any CUDA runtime (a test pins it to
+/// the loader's declaration).
 #[repr(C)]
 struct Wrapper {
     magic: u32,
@@ -252,6 +255,18 @@ pub fn fatbin() -> &'static [u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wrapper_is_the_one_the_loader_reads() {
+        use macuda_loader::fatbin as f;
+        assert_eq!(WRAPPER_MAGIC, f::WRAPPER_MAGIC);
+        assert_eq!(WRAPPER_VERSION, f::WRAPPER_VERSION);
+        assert_eq!(std::mem::size_of::<Wrapper>(), f::WRAPPER_LEN);
+        assert_eq!(
+            std::mem::offset_of!(Wrapper, data),
+            std::mem::offset_of!(f::WrapperC, data)
+        );
+    }
 
     #[test]
     fn stubs_are_distinct() {
