@@ -18,7 +18,10 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const DEADLINE: Duration = Duration::from_millis(400);
+/// Short, so an injected hang is noticed quickly, but long enough that the
+/// fake module's real work (zeroing a 64 MiB allocation) on a loaded
+/// two-core machine does not pass for a hang (at 400 ms it sometimes did).
+const DEADLINE: Duration = Duration::from_millis(1500);
 const RETURN_WITHIN: Duration = Duration::from_secs(10);
 
 /// Requests each actor handles during one clean workload on this path.
