@@ -283,16 +283,16 @@ impl Runtime {
         }
     }
 
-    /// Hand `item` to the submit actor's lane. When the actor has stopped,
-    /// the error is the one the Host gives for it (what stopped it), not
-    /// a wait on a lane nobody drains.
+    /// Hand `item` to the submit actor's lane. When the actor has stopped
+    /// (or, alive, took nothing for the lane's patience), the error is the
+    /// one the Host gives for it, not a wait on a lane nobody drains.
     ///
     /// # Errors
-    /// The submit actor has stopped.
+    /// The submit actor has stopped or is stuck.
     pub fn push(&self, item: LaneItem) -> Result<(), CudaError> {
         self.lane
             .push(item)
-            .map_err(|_closed| match self.synchronize_all() {
+            .map_err(|_refused| match self.synchronize_all() {
                 Err(e) => e,
                 Ok(()) => CudaError::LAUNCH_FAILURE,
             })

@@ -1150,6 +1150,8 @@ impl SubmitService for SubmitActor {
             Arc::clone(&self.lane),
             self.waker.clone(),
             &self.lane_consumer,
+            // As long as a sync point waits before it calls the queue stuck.
+            self.config.sync_timeout,
         ))
     }
 

@@ -1,6 +1,6 @@
 use crate::actor::StreamId;
 use crate::arena::ArenaError;
-use crate::lane::{EventId, KernelId, LaneClosed};
+use crate::lane::{EventId, KernelId, LaneError};
 use crate::ring::RingError;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_gsp::{ChannelFault, GspError};
@@ -61,7 +61,7 @@ pub enum SubmitError {
     #[error("internal invariant broken: {reason}")]
     Invariant { reason: &'static str },
     #[error("launch lane")]
-    Lane(#[from] LaneClosed),
+    Lane(#[from] LaneError),
     #[error("could not start the submit actor thread")]
     Spawn(#[source] std::io::Error),
 }
@@ -90,7 +90,8 @@ impl ActorFault for SubmitError {
             | SubmitError::Memory(_)
             | SubmitError::Pci(_)
             | SubmitError::Gsp(_) => Severity::Downstream,
-            // The actor already stopped; whatever stopped it was reported.
+            // Seen by callers of the lane only: the actor stopped (whatever
+            // stopped it was reported) or is stuck (its own deadline says so).
             SubmitError::Lane(_) => Severity::Downstream,
             // The GPU refused our work, not the stack: the queues stay
             // stopped (and say why) until the channels are reopened.

@@ -10,6 +10,7 @@ use crate::actor::StreamId;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::Waker;
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 /// A kernel registered with the submit actor: what a launch needs beyond
 /// its dimensions and arguments, sent once instead of with every launch.
@@ -120,11 +121,19 @@ pub enum LaneItem {
     },
 }
 
-/// The lane's consumer, the submit actor, has stopped: nothing pushed now
-/// would ever run (and a full lane would never drain).
+/// Why the lane took nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the submit actor has stopped; the launch lane takes nothing more")]
-pub struct LaneClosed;
+pub enum LaneError {
+    /// The lane's consumer, the submit actor, has stopped: nothing pushed
+    /// now would ever run (and a full lane would never drain).
+    #[error("the submit actor has stopped; the launch lane takes nothing more")]
+    Stopped,
+    /// The lane stayed full for the lane's patience: the actor is alive
+    /// but takes nothing (stuck, or waiting on a GPU that does not
+    /// finish).
+    #[error("the launch lane stayed full for {waited_ms} ms; the submit actor takes nothing")]
+    Stuck { waited_ms: u64 },
+}
 
 /// What the submit actor holds while it drains a lane: its lanes see it
 /// gone when the actor's state is dropped (the actor thread ended).
@@ -137,6 +146,8 @@ pub struct LaunchLane {
     queue: Arc<ArrayQueue<LaneItem>>,
     waker: Waker,
     consumer: Weak<()>,
+    /// How long a push waits on a full lane.
+    patience: Duration,
 }
 
 impl LaunchLane {
@@ -144,11 +155,13 @@ impl LaunchLane {
         queue: Arc<ArrayQueue<LaneItem>>,
         waker: Waker,
         consumer: &LaneConsumer,
+        patience: Duration,
     ) -> LaunchLane {
         LaunchLane {
             queue,
             waker,
             consumer: Arc::downgrade(&consumer.0),
+            patience,
         }
     }
 
@@ -157,22 +170,31 @@ impl LaunchLane {
     }
 
     /// Push without waiting for the actor. A full lane means the actor is
-    /// behind: the caller yields until there is room (back-pressure), or
-    /// until the actor is seen gone.
+    /// behind: the caller yields until there is room (back-pressure), until
+    /// the actor is seen gone, or for the lane's patience at most.
     ///
     /// # Errors
-    /// The submit actor has stopped.
-    pub fn push(&self, item: LaneItem) -> Result<(), LaneClosed> {
+    /// The submit actor has stopped, or took nothing for the patience.
+    pub fn push(&self, item: LaneItem) -> Result<(), LaneError> {
         if self.consumer_gone() {
-            return Err(LaneClosed);
+            return Err(LaneError::Stopped);
         }
         let mut item = item;
+        let mut full_since: Option<Instant> = None;
         loop {
             match self.queue.push(item) {
                 Ok(()) => break,
                 Err(back) => {
                     if self.consumer_gone() {
-                        return Err(LaneClosed);
+                        return Err(LaneError::Stopped);
+                    }
+                    let since = *full_since.get_or_insert_with(Instant::now);
+                    let waited = since.elapsed();
+                    if waited >= self.patience {
+                        return Err(LaneError::Stuck {
+                            // CAST: milliseconds of a bounded wait.
+                            waited_ms: waited.as_millis() as u64,
+                        });
                     }
                     item = back;
                     self.waker.wake();
@@ -186,7 +208,7 @@ impl LaunchLane {
 
     /// # Errors
     /// As [`LaunchLane::push`].
-    pub fn launch(&self, launch: LaneLaunch) -> Result<(), LaneClosed> {
+    pub fn launch(&self, launch: LaneLaunch) -> Result<(), LaneError> {
         self.push(LaneItem::Launch(launch))
     }
 
@@ -215,7 +237,7 @@ mod tests {
         let queue = Arc::new(ArrayQueue::new(2));
         let (waker, _parking) = macuda_core::wake_pair();
         let consumer = LaneConsumer::default();
-        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer);
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE);
         let reader = {
             let q = Arc::clone(&queue);
             std::thread::spawn(move || {
@@ -237,6 +259,32 @@ mod tests {
         drop(consumer);
     }
 
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    /// An actor alive but taking nothing: the push gives up after the
+    /// lane's patience instead of waiting for ever.
+    #[test]
+    fn a_full_lane_nobody_drains_gives_up_after_its_patience() {
+        let queue = Arc::new(ArrayQueue::new(2));
+        let (waker, _parking) = macuda_core::wake_pair();
+        let consumer = LaneConsumer::default();
+        let patience = Duration::from_millis(50);
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, patience);
+        lane.push(fill(0)).unwrap();
+        lane.push(fill(1)).unwrap();
+        let started = Instant::now();
+        let e = lane.push(fill(2)).unwrap_err();
+        assert!(
+            matches!(e, LaneError::Stuck { waited_ms } if waited_ms >= 50),
+            "{e}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // Room again: taken.
+        let _ = queue.pop();
+        lane.push(fill(3)).unwrap();
+        drop(consumer);
+    }
+
     fn fill(i: u64) -> LaneItem {
         LaneItem::Fill {
             stream: StreamId(1),
@@ -252,7 +300,7 @@ mod tests {
         let queue = Arc::new(ArrayQueue::new(4));
         let (waker, _parking) = macuda_core::wake_pair();
         let consumer = LaneConsumer::default();
-        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer);
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE);
         for i in 0..4 {
             lane.push(fill(i)).unwrap();
         }
@@ -263,10 +311,10 @@ mod tests {
         };
         std::thread::sleep(std::time::Duration::from_millis(20));
         drop(consumer);
-        assert_eq!(waiting.join().unwrap(), Err(LaneClosed));
+        assert_eq!(waiting.join().unwrap(), Err(LaneError::Stopped));
         // And later pushes are refused at once, full or not.
-        assert_eq!(lane.push(fill(100)), Err(LaneClosed));
+        assert_eq!(lane.push(fill(100)), Err(LaneError::Stopped));
         let _ = queue.pop();
-        assert_eq!(lane.push(fill(101)), Err(LaneClosed));
+        assert_eq!(lane.push(fill(101)), Err(LaneError::Stopped));
     }
 }

@@ -33,5 +33,5 @@ pub use encode::{
 };
 pub use error::SubmitError;
 pub use lane::{
-    EventId, KernelId, LaneClosed, LaneItem, LaneLaunch, LaunchLane, ParamBlock, INLINE_PARAM_BYTES,
+    EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, INLINE_PARAM_BYTES,
 };
