@@ -28,6 +28,3 @@ pub mod types;
 pub mod work;
 
 pub use error::CudaError;
-
-/// The compute capability assumed for a chip the table does not know.
-pub const DEFAULT_SM: u32 = 120;

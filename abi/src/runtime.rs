@@ -202,11 +202,7 @@ impl Runtime {
             RmBackend::Null => Execution::Nothing,
             RmBackend::KernelModule => Execution::Gpu,
         };
-        let sm = device
-            .chip
-            .chip
-            .compute_capability()
-            .unwrap_or(crate::DEFAULT_SM);
+        let sm = device.chip.chip.sm();
         let facts = DeviceFacts {
             name: device
                 .name

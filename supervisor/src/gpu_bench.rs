@@ -235,7 +235,7 @@ pub struct Timed {
 /// push, and where the submit actor's time went.
 fn time_empty_launches(config: HostConfig, launches: u64) -> Result<Timed, HostError> {
     let host = Host::start(config)?;
-    let sm = host.device().chip.chip.compute_capability().unwrap_or(90);
+    let sm = host.device().chip.chip.sm();
     let m = host.call(|s| s.loader.load_module(EMPTY_FATBIN.to_vec(), sm))?;
     let f = host.call(|s| s.loader.function(m, "empty".into()))?;
     let kernel = host.call(|s| s.submit.register_kernel(f.kernel_desc()))?;
@@ -282,7 +282,7 @@ fn time_empty_launches(config: HostConfig, launches: u64) -> Result<Timed, HostE
 /// lets a launch start before the one it reads from finished fails it.
 fn dependent_chain_is_right(config: HostConfig) -> Result<bool, HostError> {
     let host = Host::start(config)?;
-    let sm = host.device().chip.chip.compute_capability().unwrap_or(90);
+    let sm = host.device().chip.chip.sm();
     let m = host.call(|s| s.loader.load_module(VECTOR_ADD_FATBIN.to_vec(), sm))?;
     let f = host.call(|s| s.loader.function(m, "vector_add".into()))?;
     let kernel = host.call(|s| s.submit.register_kernel(f.kernel_desc()))?;

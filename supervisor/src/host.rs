@@ -271,9 +271,6 @@ fn rm_choice(spec: &DeviceSpec, config: &HostConfig) -> macuda_gsp::RmChoice {
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
-/// The compute capability assumed for a chip the table does not know.
-const DEFAULT_SM: u32 = 120;
-
 /// Where Ctrl-C goes: the events channel of the Host that installed it.
 static INTERRUPT_SINK: Mutex<Option<flume::Sender<SupervisorEvent>>> = Mutex::new(None);
 
@@ -662,7 +659,7 @@ fn boot(
     sup.adopt(join);
     // A chip whose capability is not known gets Blackwell's formats: the
     // project's first target.
-    let sm = device.chip.chip.compute_capability().unwrap_or(DEFAULT_SM);
+    let sm = device.chip.chip.sm();
     let (submit, join) = macuda_submit::spawn(
         config("submit").map_err(at("submit"))?,
         submit_config,

@@ -23,8 +23,6 @@ pub struct WorkloadReport {
 /// Real modules compiled from tests/cuda by NVIDIA's nvcc (PyPI).
 const VECTOR_ADD_FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/vector_add.size.fatbin");
 const BANKS_FATBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/banks.size.fatbin");
-/// For a chip whose compute capability is not known, load the Blackwell code.
-const DEFAULT_SM: u32 = 120;
 
 /// Device pointers must be at least this aligned (CUDA's promise).
 const DEVICE_POINTER_ALIGN: u64 = 256;
@@ -147,12 +145,7 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
 
     // loader: two real fat binaries (vector_add; and banks, whose bank-4
     // address table is relocated), for the device's architecture.
-    let sm = host
-        .device()
-        .chip
-        .chip
-        .compute_capability()
-        .unwrap_or(DEFAULT_SM);
+    let sm = host.device().chip.chip.sm();
     let mut modules = Vec::new();
     for image in [VECTOR_ADD_FATBIN, BANKS_FATBIN] {
         modules.push(host.call(|s| s.loader.load_module(image.to_vec(), sm))?);

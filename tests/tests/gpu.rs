@@ -44,7 +44,7 @@ struct Kernel {
 }
 
 fn kernel(host: &Host, fatbin: &str, name: &str) -> Kernel {
-    let sm = host.device().chip.chip.compute_capability().unwrap_or(90);
+    let sm = host.device().chip.chip.sm();
     let module = host
         .call(|s| s.loader.load_module(fixture(fatbin), sm))
         .unwrap();

@@ -83,7 +83,17 @@ impl Chip {
             Chip::Unknown { .. } => None,
         }
     }
+
+    /// The compute capability to build launches for: the chip's, or for a
+    /// chip the table does not know, [`ASSUMED_SM`].
+    pub fn sm(self) -> u32 {
+        self.compute_capability().unwrap_or(ASSUMED_SM)
+    }
 }
+
+/// The compute capability assumed for a chip the table does not know: the
+/// first target's (the RTX 5090, GB202).
+pub const ASSUMED_SM: u32 = 120;
 
 impl fmt::Display for Chip {
     /// NVIDIA's chip names: family prefix, then the implementation as two
@@ -127,6 +137,17 @@ impl ChipIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launches_are_built_for_the_chips_capability_or_the_assumed_one() {
+        assert_eq!(Chip::Hopper { implementation: 0 }.sm(), 90);
+        let unknown = Chip::Unknown {
+            architecture: 0x30,
+            implementation: 0,
+        };
+        assert_eq!(unknown.compute_capability(), None);
+        assert_eq!(unknown.sm(), ASSUMED_SM);
+    }
 
     #[test]
     fn compute_capabilities() {
