@@ -87,16 +87,25 @@ impl Knobs {
     /// As `from_env`.
     pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> Result<Knobs, KnobError> {
         let text = |name: &'static str| get(name).map(|v| v.to_string_lossy().into_owned());
-        let chain_depth = match text(CHAIN_DEPTH) {
-            None => None,
-            Some(v) => Some(v.trim().parse::<usize>().ok().filter(|&d| d > 0).ok_or(
-                KnobError {
-                    name: CHAIN_DEPTH,
-                    value: v,
-                    expected: "a whole number of launches, at least 1",
-                },
-            )?),
-        };
+        // A whole number of at least 1, or the knob's error.
+        let positive =
+            |name: &'static str, expected: &'static str| -> Result<Option<u64>, KnobError> {
+                text(name)
+                    .map(|v| {
+                        v.trim()
+                            .parse::<u64>()
+                            .ok()
+                            .filter(|&n| n > 0)
+                            .ok_or(KnobError {
+                                name,
+                                value: v,
+                                expected,
+                            })
+                    })
+                    .transpose()
+            };
+        let chain_depth = positive(CHAIN_DEPTH, "a whole number of launches, at least 1")?
+            .map(|d| usize::try_from(d).unwrap_or(usize::MAX));
         let sync_launches = match text(SYNC_LAUNCHES).as_deref().map(str::trim) {
             None | Some("" | "0") => false,
             Some("1") => true,
@@ -116,17 +125,10 @@ impl Knobs {
                 expected: "ACTOR[.REQUEST]:panic|error|hang:N, as macuda --inject takes",
             })?),
         };
-        let gpu_fault_at =
-            match text(INJECT_GPU_FAULT) {
-                None => None,
-                Some(v) => Some(v.trim().parse::<u64>().ok().filter(|&n| n > 0).ok_or(
-                    KnobError {
-                        name: INJECT_GPU_FAULT,
-                        value: v,
-                        expected: "the number of the launch to fault, from 1",
-                    },
-                )?),
-            };
+        let gpu_fault_at = positive(
+            INJECT_GPU_FAULT,
+            "the number of the launch to fault, from 1",
+        )?;
         Ok(Knobs {
             chain_depth,
             sync_launches,

@@ -208,22 +208,10 @@ pub fn launch_now(
             graph: from_graph,
         });
     }
-    let n = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
-    let params = match crate::knobs::faulted_params(
-        rt.knobs.gpu_fault_at,
-        n,
-        params.as_slice(),
-        &r.params,
-    ) {
-        Some(bad) => {
-            eprintln!(
-                "macuda: {}: launch {n} ({}) reads through an unmapped address",
-                crate::knobs::INJECT_GPU_FAULT,
-                r.demangled
-            );
-            ParamBlock::new(&bad)
-        }
+    // Counted only while the knob is set: nothing on the launch path else.
+    let params = match rt.knobs.gpu_fault_at {
         None => params,
+        Some(_) => spoiled(rt, r, params),
     };
     rt.push(LaneItem::Launch(LaneLaunch {
         stream: stream.id,
@@ -236,10 +224,7 @@ pub fn launch_now(
     if !rt.knobs.sync_launches {
         return Ok(());
     }
-    let id = stream.id;
-    rt.call_done(|s| s.submit.synchronize(id))
-        .map(|_| ())
-        .inspect_err(|e| {
+    rt.synchronize(stream.id).inspect_err(|e| {
             eprintln!(
                 "macuda: {}: {} (grid {grid:?}, block {block:?}, {shared} bytes of dynamic shared memory) failed: {}",
                 crate::knobs::SYNC_LAUNCHES,
@@ -247,6 +232,23 @@ pub fn launch_now(
                 e.name().to_string_lossy()
             );
         })
+}
+
+/// With `MACUDA_INJECT_GPU_FAULT`, this launch's parameters, or the
+/// spoiled ones if it is the launch to fault.
+fn spoiled(rt: &Runtime, r: &Resolved, params: ParamBlock) -> ParamBlock {
+    let n = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
+    match crate::knobs::faulted_params(rt.knobs.gpu_fault_at, n, params.as_slice(), &r.params) {
+        Some(bad) => {
+            eprintln!(
+                "macuda: {}: launch {n} ({}) reads through an unmapped address",
+                crate::knobs::INJECT_GPU_FAULT,
+                r.demangled
+            );
+            ParamBlock::new(&bad)
+        }
+        None => params,
+    }
 }
 
 /// The legacy path's launch: the arguments `cudaSetupArgument` collected,

@@ -286,8 +286,7 @@ fn with_staging<T>(
 }
 
 fn sync(rt: &Runtime, stream: &StreamState) -> Result<(), CudaError> {
-    let id = stream.id;
-    rt.call_done(|s| s.submit.synchronize(id)).map(|_| ())
+    rt.synchronize(stream.id)
 }
 
 /// Run a 1-D copy now (it is not being captured).

@@ -56,7 +56,8 @@ pub struct Runtime {
     pub log: Option<LaunchLog>,
     /// The environment's settings of ours (`crate::knobs`).
     pub knobs: Knobs,
-    /// Kernel launches handed to the lane so far (graph replays included).
+    /// Kernel launches handed to the lane so far (graph replays included),
+    /// counted while `MACUDA_INJECT_GPU_FAULT` is set.
     pub(crate) launches: std::sync::atomic::AtomicU64,
 }
 
@@ -294,10 +295,15 @@ impl Runtime {
             })
     }
 
+    /// Wait for `stream`'s work.
+    pub fn synchronize(&self, stream: StreamId) -> Result<(), CudaError> {
+        self.call_done(|st| st.submit.synchronize(stream))
+            .map(|_| ())
+    }
+
     /// Wait for everything queued (every stream shares the queues).
     pub fn synchronize_all(&self) -> Result<(), CudaError> {
-        let s = self.default_stream;
-        self.call_done(|st| st.submit.synchronize(s)).map(|_| ())
+        self.synchronize(self.default_stream)
     }
 
     fn shutdown(&self) {

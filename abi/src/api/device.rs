@@ -9,7 +9,7 @@ use crate::streams::{GREATEST_PRIORITY, LEAST_PRIORITY};
 use crate::types::{
     func_attr, DeviceProp12, DeviceProp13, FuncAttributes, DRIVER_VERSION, RUNTIME_VERSION,
 };
-use macuda_hw::sm::BlockNeeds;
+use macuda_hw::sm::{BlockNeeds, WARP_SIZE};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -383,7 +383,8 @@ pub unsafe extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
             shared_bytes: shared,
         };
         // The warps RM says an SM holds, where it says.
-        let by_warps = u64::from(facts.compute.max_warps_per_sm.max(1)) / threads.div_ceil(32);
+        let by_warps = u64::from(facts.compute.max_warps_per_sm.max(1))
+            / threads.div_ceil(u64::from(WARP_SIZE));
         let n = u64::from(facts.arch.resident_blocks(needs)).min(by_warps);
         *blocks = c_int::try_from(n).unwrap_or(c_int::MAX);
         Ok(())
