@@ -20,8 +20,9 @@
 #                       (MACUDA_INJECT), and with a kernel faulting on the
 #                       GPU (MACUDA_INJECT_GPU_FAULT): ggml's CUDA error
 #                       with ours, no hang, and the next run as stock's
-#      (default: all of them, in that order; the whole takes about an
-#      hour, so a session with less device time names fewer),
+#      (default: all of them; the op-suite parts run side by side,
+#      GATE_OPS_JOBS ops of ours at a time each, default 2; then the
+#      others in that order, alone on the GPU),
 #   4. writes GATE_OUT/summary.txt: what ran, what passed, the figures.
 #
 # It can run longer than one command may: start it with setsid in the
@@ -98,27 +99,48 @@ if [ -n "$builder" ]; then
   [ "$rc" -eq 0 ] || exit 1
 fi
 
-# 3. The parts.
-ops_part() { # NAME OUTDIR; BOTH_ENV, OURS_ENV and STOCK_FROM as the caller sets them
+# 3. The parts. The op-suite parts run side by side (each runs
+# GATE_OPS_JOBS ops of ours at once): the variants of ours start as soon
+# as stock's graphs-on suite has finished, since they reuse it.
+ops_jobs=${GATE_OPS_JOBS:-2}
+ops_names=()
+ops_dirs=()
+ops_pids=()
+ops_start() { # NAME OUTDIR; BOTH_ENV, OURS_ENV and STOCK_FROM as the caller sets them
   note "$1 started"
-  bash "$here/ops.sh" "$build" "$lib" "$2" >"$2.log" 2>&1
-  local rc=$?
-  result "$1: $(tail -1 "$2/ops.txt")" "$rc"
-  grep -v "ours did not pass: 0$" "$2/ops.txt" | grep -v "^ops:" | head -40 | sed 's/^/        /' | tee -a "$summary"
+  OPS_JOBS=$ops_jobs bash "$here/ops.sh" "$build" "$lib" "$2" >"$2.log" 2>&1 &
+  ops_pids+=($!)
+  ops_names+=("$1")
+  ops_dirs+=("$2")
 }
 if [[ $parts == *" ops "* ]]; then
-  ops_part "test-backend-ops, graphs on" "$out/ops"
+  ops_start "test-backend-ops, graphs on" "$out/ops"
 fi
 if [[ $parts == *" ops-nographs "* ]]; then
-  BOTH_ENV=GGML_CUDA_DISABLE_GRAPHS=1 ops_part "test-backend-ops, graphs off" "$out/ops-nographs"
+  BOTH_ENV=GGML_CUDA_DISABLE_GRAPHS=1 ops_start "test-backend-ops, graphs off" "$out/ops-nographs"
 fi
-stock_from=
-[ -e "$out/ops/ops.txt" ] && stock_from=$out/ops
+variants=()
 for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 sync:MACUDA_SYNC_LAUNCHES=1; do
-  name=${v%%:*}
-  if [[ $parts == *" ops-$name "* ]]; then
-    STOCK_FROM=$stock_from OURS_ENV=${v#*:} ops_part "test-backend-ops, ours with ${v#*:}" "$out/ops-$name"
+  [[ $parts == *" ops-${v%%:*} "* ]] && variants+=("$v")
+done
+if [ ${#variants[@]} -gt 0 ]; then
+  stock_from=
+  if [[ $parts == *" ops "* ]]; then
+    # Stock's suite is done when its exit status is written.
+    while [ ! -e "$out/ops/stock-all.rc" ] && kill -0 "${ops_pids[0]}" 2>/dev/null; do sleep 5; done
   fi
+  [ -e "$out/ops/stock-all.rc" ] && stock_from=$out/ops
+  for v in "${variants[@]}"; do
+    STOCK_FROM=$stock_from OURS_ENV=${v#*:} ops_start "test-backend-ops, ours with ${v#*:}" "$out/ops-${v%%:*}"
+  done
+fi
+for i in "${!ops_pids[@]}"; do
+  wait "${ops_pids[$i]}"
+  rc=$?
+  note "${ops_names[$i]} done ($rc)"
+  d=${ops_dirs[$i]}
+  result "${ops_names[$i]}: $(tail -1 "$d/ops.txt")" "$rc"
+  grep -v "ours did not pass: 0$" "$d/ops.txt" | grep -v "^ops:" | head -40 | sed 's/^/        /' | tee -a "$summary"
 done
 if [[ $parts == *" decode "* ]]; then
   note "decode started"

@@ -18,6 +18,10 @@
 #                     change only ours)
 # OP_TIMEOUT=S        per op and side (default 300); the whole suite on
 #                     stock gets SUITE_TIMEOUT (default 1800)
+# OPS_JOBS=N          ours runs N ops at once, each in its own process
+#                     (default 1); the cases do not depend on timing, and
+#                     the test's CPU reference, not the GPU, is most of
+#                     its time
 #
 # Writes OUTDIR/ops-OP.{stock,ours}.txt (and .plain, without colours) and
 # OUTDIR/ops.txt: a line per op, then the totals. Exit 0 when every case
@@ -55,11 +59,9 @@ total() { grep -cE "(^| )$op\(.*\): (.* )?(OK|FAIL)$" "$1" || true; }
 # Cases stock passes that ours did not pass (failed, or never reached).
 lost() { comm -23 <(grep -E "(^| )$op\(.*\): (.* )?OK$" "$1" | sed -E "s/.*($op\(.*\)): .*/\1/" | sort) \
                   <(grep -E "(^| )$op\(.*\): (.* )?OK$" "$2" | sed -E "s/.*($op\(.*\)): .*/\1/" | sort); }
-clean=0
-dirty=0
+# Stock's side first (from its whole run, an earlier run, or per op).
 for op in "${ops[@]}"; do
   s=$out/ops-$op.stock.txt
-  o=$out/ops-$op.ours.txt
   if [ -n "$whole" ]; then
     grep -aE "(^| )$op\(" "${whole%.txt}.plain" >"$s" || true
     rc_s=$(cat "$out/stock-all.rc" 2>/dev/null || echo "?")
@@ -71,13 +73,35 @@ for op in "${ops[@]}"; do
     rc_s=$?
   fi
   echo "$rc_s" >"${s%.txt}.rc"
-  env "${both[@]}" "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
-    timeout --kill-after=5 "$limit" "$bin" test -o "$op" -b CUDA0 >"$o" 2>&1
-  rc_o=$?
   plain "$s"
+done
+# Ours, OPS_JOBS at a time.
+ours_one() { # OP
+  local o=$out/ops-$1.ours.txt
+  env "${both[@]}" "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
+    timeout --kill-after=5 "$limit" "$bin" test -o "$1" -b CUDA0 >"$o" 2>&1
+  echo "$?" >"${o%.txt}.rc"
   plain "$o"
-  sp=${s%.txt}.plain
-  Op=${o%.txt}.plain
+}
+jobs=${OPS_JOBS:-1}
+running=0
+for op in "${ops[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  ours_one "$op" &
+  running=$((running + 1))
+done
+wait
+# The summary, in the suite's order.
+clean=0
+dirty=0
+for op in "${ops[@]}"; do
+  sp=$out/ops-$op.stock.plain
+  Op=$out/ops-$op.ours.plain
+  rc_s=$(cat "$out/ops-$op.stock.rc")
+  rc_o=$(cat "$out/ops-$op.ours.rc")
   n_lost=$(lost "$sp" "$Op" | wc -l)
   if [ "$n_lost" -eq 0 ]; then clean=$((clean + 1)); else dirty=$((dirty + 1)); fi
   echo "$op: stock $(count "$sp")/$(total "$sp") (exit $rc_s), ours $(count "$Op")/$(total "$Op") (exit $rc_o); stock-passed cases ours did not pass: $n_lost" \

@@ -77,6 +77,9 @@ pub const FAKE_BUS_BITS: u32 = 5120;
 pub struct Backing {
     ptr: *mut u8,
     len: usize,
+    /// The page size it is mapped with: a GPU mapping of it must start
+    /// and end on this (UVM refuses others).
+    page: u64,
     /// Memory the fake made (video, RM sysmem); an OS descriptor's memory
     /// belongs to the process that described it.
     _owned: Option<Arc<HostMemory>>,
@@ -89,13 +92,34 @@ unsafe impl Send for Backing {}
 unsafe impl Sync for Backing {}
 
 impl Backing {
-    fn owned(len: usize) -> Backing {
+    fn owned(len: usize, page: u64) -> Backing {
         let m = Arc::new(HostMemory::zeroed(len));
         Backing {
             ptr: m.as_ptr(),
             len,
+            page,
             _owned: Some(m),
         }
+    }
+}
+
+const PAGE_4K: u64 = 4 << 10;
+const PAGE_64K: u64 = 64 << 10;
+const PAGE_2M: u64 = 2 << 20;
+
+/// The page size an allocation's attr PAGE_SIZE field (24:23) asks for.
+/// Left at the default, RM may pick large pages; the fake takes the
+/// largest the size divides into, so that a caller who counts on small
+/// pages without asking for them is caught.
+fn page_of(attr: u32, size: u64) -> u64 {
+    match attr & rm::memory::ATTR_PAGE_SIZE_MASK {
+        rm::memory::ATTR_PAGE_SIZE_4KB => PAGE_4K,
+        rm::memory::ATTR_PAGE_SIZE_BIG => PAGE_64K,
+        rm::memory::ATTR_PAGE_SIZE_HUGE => PAGE_2M,
+        _ => [PAGE_2M, PAGE_64K]
+            .into_iter()
+            .find(|p| size.is_multiple_of(*p))
+            .unwrap_or(PAGE_4K),
     }
 }
 
@@ -826,7 +850,12 @@ impl FakeNode {
                 if len == 0 || len > 4 << 30 {
                     return rm::status::NO_MEMORY;
                 }
-                m.memory.insert(h, Backing::owned(len));
+                let page = if a.h_class == class::NV1_MEMORY_USER {
+                    page_of(params.attr, params.size)
+                } else {
+                    PAGE_4K
+                };
+                m.memory.insert(h, Backing::owned(len, page));
                 params.address = 0;
                 // SAFETY: as above.
                 unsafe { give(p, params) };
@@ -892,7 +921,7 @@ impl FakeNode {
                     return rm::status::INVALID_CLASS;
                 }
                 if c == usermode::HOPPER_USERMODE_A || c == usermode::BLACKWELL_USERMODE_A {
-                    m.memory.insert(h, Backing::owned(USERMODE_BYTES));
+                    m.memory.insert(h, Backing::owned(USERMODE_BYTES, PAGE_4K));
                 } else {
                     let Some(ch) = m.channels.get_mut(&a.h_object_parent) else {
                         return rm::status::INVALID_OBJECT_PARENT;
@@ -1180,10 +1209,11 @@ impl FakeNode {
                         .range(..=r.base)
                         .next_back()
                         .is_some_and(|(&b, &(l, _))| r.base + r.length <= b + l);
-                    let sized = m
-                        .memory
-                        .get(&r.h_memory)
-                        .is_some_and(|b| r.length as usize <= b.len);
+                    let sized = m.memory.get(&r.h_memory).is_some_and(|b| {
+                        r.length as usize <= b.len
+                            && r.base.is_multiple_of(b.page)
+                            && r.length.is_multiple_of(b.page)
+                    });
                     if !inside || !sized || r.count != 1 || r.per_gpu[0].uuid != m.uuid {
                         BAD_RANGE
                     } else {
@@ -1361,6 +1391,7 @@ impl RmNode for FakeNode {
                         Backing {
                             ptr: a.p_memory as *mut u8,
                             len: usize::try_from(a.limit + 1).unwrap_or(0),
+                            page: PAGE_4K,
                             _owned: None,
                         },
                     );

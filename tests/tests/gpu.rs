@@ -275,6 +275,56 @@ fn a_gib_goes_host_to_device_to_device_to_host_through_the_copy_engine_byte_exac
     eprintln!("1 GiB pinned host -> device -> device -> pinned host, byte-exact, in {took:?}");
 }
 
+/// Sizes on either side of the page-size boundaries: each must map (RM's
+/// memory and the VA we took for it with the same page size) and carry its
+/// bytes through the copy engine both ways.
+#[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
+fn device_allocations_of_sizes_around_the_page_boundaries_map_and_copy_byte_exact() {
+    let host = gpu();
+    const MIB: u64 = 1 << 20;
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    for bytes in [
+        1,
+        4095,
+        64 << 10 | 1,
+        2 * MIB - 1,
+        2 * MIB + 1,
+        8_384_768,
+        8 * MIB - 1,
+        8 * MIB,
+        8 * MIB + 1,
+        100 * MIB + 3,
+    ] {
+        let d = host
+            .call(|s| s.memory.alloc_device(bytes))
+            .unwrap_or_else(|e| panic!("cudaMalloc-like allocation of {bytes} bytes: {e}"));
+        let src = host.call(|s| s.memory.alloc_host(bytes)).unwrap();
+        let back = host.call(|s| s.memory.alloc_host(bytes)).unwrap();
+        let (sv, bv) = (src.view.clone().unwrap(), back.view.clone().unwrap());
+        let pattern: Vec<u8> = (0..bytes).map(|i| (i * 131 % 251) as u8).collect();
+        sv.write(0, &pattern).unwrap();
+        bv.write(0, &vec![0xA5; bytes as usize]).unwrap();
+        for (from, to) in [(src.va.unwrap(), d.va), (d.va, back.va.unwrap())] {
+            lane.push(LaneItem::Copy {
+                stream,
+                src: from,
+                dst: to,
+                bytes,
+            })
+            .unwrap();
+        }
+        host.call(|s| s.submit.synchronize(stream)).unwrap();
+        let mut got = vec![0u8; bytes as usize];
+        bv.read(0, &mut got).unwrap();
+        assert!(got == pattern, "{bytes} bytes came back different");
+        host.call(|s| s.memory.free_device(d.va)).unwrap();
+        host.call(|s| s.memory.free_host(src.va.unwrap())).unwrap();
+        host.call(|s| s.memory.free_host(back.va.unwrap())).unwrap();
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn a_chain_of_128_dependent_launches_completes_with_one_tail_release() {

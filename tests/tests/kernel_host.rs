@@ -212,6 +212,29 @@ fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
     );
 }
 
+/// test-backend-ops' SOFT_MAX asked cudaMalloc for 8,384,768 bytes: the
+/// memory actor took 4 KiB-aligned VA for it and RM (asked with the size
+/// rounded to 8 MiB) gave huge pages, which UVM will not map there. The
+/// fake maps only on the memory's page size, as UVM does.
+#[test]
+fn sizes_around_the_huge_page_threshold_get_va_aligned_to_the_page_rm_gives() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    for bytes in [
+        8_384_768,
+        (8 << 20) - 1,
+        8 << 20,
+        (8 << 20) + 1,
+        4095,
+        65_537,
+    ] {
+        let d = host
+            .call(|s| s.memory.alloc_device(bytes))
+            .unwrap_or_else(|e| panic!("{bytes} bytes: {e}"));
+        host.call(|s| s.memory.free_device(d.va)).unwrap();
+    }
+}
+
 #[test]
 fn a_kernel_with_a_stack_gets_local_memory_and_runs() {
     let world = KernelWorld::new(Duration::from_secs(10));

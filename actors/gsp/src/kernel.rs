@@ -78,9 +78,13 @@ pub struct VideoMemory {
     pub page: u64,
 }
 
-/// The page size RM gives video memory of `bytes`.
+/// The page size RM gives video memory of `bytes`. Decided on the size
+/// rounded to small pages, so that asking again with the rounded size (as
+/// the memory actor does: it takes the VA first, then hands RM the size it
+/// reserved) gives the same answer: a size just under the threshold once
+/// got small-page VA and huge-page memory, which UVM refused to map.
 pub fn video_page(bytes: u64) -> u64 {
-    if bytes >= HUGE_PAGE_THRESHOLD {
+    if bytes.div_ceil(PAGE_4K).saturating_mul(PAGE_4K) >= HUGE_PAGE_THRESHOLD {
         PAGE_2M
     } else {
         PAGE_4K
@@ -879,10 +883,12 @@ impl KernelRm {
                 | rm::memory::FLAG_MAP_NOT_REQUIRED
                 | rm::memory::FLAG_PERSISTENT_VIDMEM,
             attr: rm::memory::ATTR_ALLOW_NONCONTIGUOUS
+                // Named either way: left to RM's default, the page size
+                // could differ from the one the VA was aligned for.
                 | if huge {
                     rm::memory::ATTR_PAGE_SIZE_HUGE
                 } else {
-                    0
+                    rm::memory::ATTR_PAGE_SIZE_4KB
                 },
             attr2: rm::memory::ATTR2_PREFER_NO_ZBC
                 | rm::memory::ATTR2_GPU_CACHEABLE
@@ -1597,5 +1603,28 @@ mod tests {
         assert_eq!(gr(16896, 128).sm_count(90), 132);
         assert_eq!(gr(6912, 0).sm_count(80), 108, "A100: 64 cores per SM");
         assert_eq!(gr(0, 0).sm_count(90), 144, "no core count: the chip's most");
+    }
+
+    #[test]
+    fn the_page_size_is_the_same_for_a_size_and_for_it_rounded_to_that_page() {
+        // 8,384,768 bytes (test-backend-ops' SOFT_MAX asked for it) rounds
+        // to 8 MiB: once small pages for the VA and huge ones from RM.
+        for bytes in [
+            1,
+            PAGE_4K - 1,
+            HUGE_PAGE_THRESHOLD - PAGE_4K - 1,
+            HUGE_PAGE_THRESHOLD - PAGE_4K + 1,
+            8_384_768,
+            HUGE_PAGE_THRESHOLD - 1,
+            HUGE_PAGE_THRESHOLD,
+            HUGE_PAGE_THRESHOLD + 1,
+            u64::MAX - 1,
+        ] {
+            let page = video_page(bytes);
+            let rounded = bytes.div_ceil(page).saturating_mul(page);
+            assert_eq!(video_page(rounded), page, "{bytes} bytes");
+        }
+        assert_eq!(video_page(8_384_768), PAGE_2M);
+        assert_eq!(video_page(HUGE_PAGE_THRESHOLD - PAGE_4K), PAGE_4K);
     }
 }

@@ -486,6 +486,12 @@ pub mod memory {
     pub const FLAG_PERSISTENT_VIDMEM: u32 = 0x10000;
     /// attr PHYSICALITY (28:27) = ALLOW_NONCONTIGUOUS.
     pub const ATTR_ALLOW_NONCONTIGUOUS: u32 = 3 << 27;
+    /// attr PAGE_SIZE (24:23): 0 leaves the choice to RM.
+    pub const ATTR_PAGE_SIZE_MASK: u32 = 3 << 23;
+    /// attr PAGE_SIZE (24:23) = BIG (64 KiB on Hopper).
+    pub const ATTR_PAGE_SIZE_BIG: u32 = 2 << 23;
+    /// attr PAGE_SIZE (24:23) = 4 KiB.
+    pub const ATTR_PAGE_SIZE_4KB: u32 = 1 << 23;
     /// attr PAGE_SIZE (24:23) = HUGE.
     pub const ATTR_PAGE_SIZE_HUGE: u32 = 3 << 23;
     /// attr2 ZBC (1:0) = PREFER_NO_ZBC.
