@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The release gate for llama.cpp on our stack, on a Linux machine with an
 # NVIDIA GPU and NVIDIA's kernel module (the H200), from the repository
-# root, after tests/device/build.sh (on any x86_64 Linux machine) and
-# tests/llama/source.sh .llama (where there is a network):
+# root, after tests/device/build.sh (on any x86_64 Linux machine),
+# tests/llama/source.sh .llama (where there is a network) and, where the
+# GPU machine is another, tests/device/pack.sh (carry target/travel.tgz
+# and unpack it there):
 #
 #   1. builds llama.cpp there (tests/llama/build.sh, in the background),
 #   2. meanwhile writes the random-weight models (random_gguf.py: 1B Q4_0
@@ -21,13 +23,15 @@
 #                       GPU (MACUDA_INJECT_GPU_FAULT): ggml's CUDA error
 #                       with ours, no hang, and the next run as stock's
 #      (default: all of them; the op-suite parts run side by side,
-#      GATE_OPS_JOBS ops of ours at a time each, default 2; then the
+#      GATE_OPS_JOBS ops of ours at a time each, default 2, and stock's
+#      whole suite with GATE_STOCK_JOBS workers, default 8; then the
 #      others in that order, alone on the GPU),
 #   4. writes GATE_OUT/summary.txt: what ran, what passed, the figures.
 #
 # It can run longer than one command may: start it with setsid in the
-# background and read GATE_OUT/summary.txt and GATE_OUT/progress.txt from
-# later commands. LLAMA_SRC (default .llama), LLAMA_BUILD (default
+# background and wait for it from later commands with
+# tests/llama/gate-wait.sh (which returns at once on a machine where no
+# gate was started: a fresh one, if the last was given back). LLAMA_SRC (default .llama), LLAMA_BUILD (default
 # /tmp/macuda-llama-build), MODELS (default /tmp/macuda-models), GATE_OUT
 # (default /tmp/macuda-gate); our libraries from target/device/cublas/lib.
 set -u
@@ -108,7 +112,7 @@ ops_dirs=()
 ops_pids=()
 ops_start() { # NAME OUTDIR; BOTH_ENV, OURS_ENV and STOCK_FROM as the caller sets them
   note "$1 started"
-  OPS_JOBS=$ops_jobs bash "$here/ops.sh" "$build" "$lib" "$2" >"$2.log" 2>&1 &
+  STOCK_JOBS=${GATE_STOCK_JOBS:-8} OPS_JOBS=$ops_jobs bash "$here/ops.sh" "$build" "$lib" "$2" >"$2.log" 2>&1 &
   ops_pids+=($!)
   ops_names+=("$1")
   ops_dirs+=("$2")

@@ -18,6 +18,9 @@
 #                     change only ours)
 # OP_TIMEOUT=S        per op and side (default 300); the whole suite on
 #                     stock gets SUITE_TIMEOUT (default 1800)
+# STOCK_JOBS=N        stock's whole suite runs with test-backend-ops' own
+#                     -j N (N workers, each with its own CUDA backend;
+#                     each result line is printed whole; default 1)
 # OPS_JOBS=N          ours runs N ops at once, each in its own process
 #                     (default 1); the cases do not depend on timing, and
 #                     the test's CPU reference, not the GPU, is most of
@@ -47,7 +50,8 @@ if [ ${#ops[@]} -eq 0 ]; then
     cp "$STOCK_FROM/stock-all.txt" "$whole"
     cp "$STOCK_FROM/stock-all.rc" "$out/stock-all.rc" 2>/dev/null || true
   else
-    env "${both[@]}" timeout --kill-after=5 "${SUITE_TIMEOUT:-1800}" "$bin" test -b CUDA0 >"$whole" 2>&1
+    env "${both[@]}" timeout --kill-after=5 "${SUITE_TIMEOUT:-1800}" "$bin" test -b CUDA0 \
+      -j "${STOCK_JOBS:-1}" >"$whole" 2>&1
     echo "$?" >"$out/stock-all.rc"
   fi
   plain "$whole"
