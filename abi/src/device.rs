@@ -250,6 +250,17 @@ fn copy_name(out: &mut [c_char; 256], name: &str) {
     out[n] = 0;
 }
 
+/// Whether work runs anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Execution {
+    /// A GPU runs kernels and copies, in stream order.
+    Gpu,
+    /// The null device: memory is kept (host memory stands in for video
+    /// memory), copies and memsets are done by the CPU at the call, and
+    /// launches are checked, logged and counted but run nowhere.
+    Nothing,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! NVIDIA's headers in tests/layout.rs), their names and sentences, the
 //! per-thread last error, and the guard every entry point runs inside.
 
-use crate::runtime::Execution;
+use crate::device::Execution;
 use macuda_core::find_in_chain;
 use macuda_submit::SubmitError;
 use macuda_supervisor::HostError;

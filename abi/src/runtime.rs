@@ -8,6 +8,7 @@
 //! `cudaErrorNoDevice` as NVIDIA's runtime does; the null device (which
 //! executes nothing) is used only when asked for by name.
 
+pub use crate::device::Execution;
 use crate::device::{arch_limits, DeviceFacts};
 use crate::error::CudaError;
 use crate::graph::GraphTable;
@@ -24,17 +25,6 @@ use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-
-/// Whether work runs anywhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Execution {
-    /// A GPU runs kernels and copies, in stream order.
-    Gpu,
-    /// The null device: memory is kept (host memory stands in for video
-    /// memory), copies and memsets are done by the CPU at the call, and
-    /// launches are checked, logged and counted but run nowhere.
-    Nothing,
-}
 
 /// How long a call waits on the actors before the Host gives up on them.
 const DEADLINE: Duration = Duration::from_secs(30);

@@ -1,3 +1,4 @@
+pub use crate::layers::{layer_deadline, ACTORS};
 use crate::monitor::{run_monitor, Supervision};
 use crate::report::ReportCause;
 use macuda_core::{
@@ -18,21 +19,6 @@ use std::time::Duration;
 
 pub use crate::monitor::RecoveryOutcome;
 pub use crate::report::ReportCause as Cause;
-
-/// The actors, bottom-up: the order they start in (and stop in reverse).
-pub const ACTORS: [&str; 5] = ["pci", "gsp", "memory", "submit", "loader"];
-
-/// The deadline for requests to `actor`: each layer above pci waits a
-/// quarter of the base deadline longer than the one below, so when a call
-/// chain is stuck the innermost waiter times out first and names the actor
-/// that is actually stuck, rather than the one the caller happened to call.
-pub fn layer_deadline(base: Duration, actor: &str) -> Duration {
-    let depth = ACTORS
-        .iter()
-        .position(|a| *a == actor)
-        .unwrap_or(ACTORS.len() - 1);
-    base + base / 4 * u32::try_from(depth).unwrap_or(0)
-}
 
 /// One fault switch per actor, kept across restarts so a plan can be set
 /// before the stack starts and changed while it runs.

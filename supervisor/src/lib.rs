@@ -12,6 +12,7 @@ pub mod bench;
 pub mod cli;
 pub mod gpu_bench;
 mod host;
+mod layers;
 mod monitor;
 pub mod report;
 pub mod workload;

@@ -298,7 +298,7 @@ impl Supervision {
     /// Long enough for the top layer's deadline to run out, so an actor
     /// blocked on a stuck one below gets its answer and sees the stop.
     fn stop_budget(&self) -> Duration {
-        crate::host::layer_deadline(self.deadline, "loader") + Duration::from_secs(1)
+        crate::layers::layer_deadline(self.deadline, "loader") + Duration::from_secs(1)
     }
 
     /// Top-down: every actor is told first, then each is waited for within

@@ -4,7 +4,8 @@ use crate::kernel::{
     self, ChannelGroup, ChannelObjects, GpuVaSpace, GrFacts, KernelRm, RingPlacement, RmDriver,
     RmTeardown, Usermode,
 };
-use crate::objects::{ObjectHandle, ObjectTree, RmObject};
+use crate::handle::ObjectHandle;
+use crate::objects::{ObjectTree, RmObject};
 use crate::view::CpuView;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_hw::methods::{compute, copy};

@@ -1,5 +1,5 @@
 use crate::kernel::KernelRmError;
-use crate::objects::ObjectHandle;
+use crate::handle::ObjectHandle;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_pci::PciError;
 

@@ -13,6 +13,7 @@
 mod actor;
 mod error;
 mod fault;
+mod handle;
 pub mod kernel;
 mod objects;
 mod view;
@@ -25,5 +26,6 @@ pub use actor::{
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};
 pub use kernel::RmTeardown;
-pub use objects::{ObjectHandle, ObjectTree, RmObject};
+pub use handle::ObjectHandle;
+pub use objects::{ObjectTree, RmObject};
 pub use view::{CpuView, HostMemory, OutsideView};

@@ -1,15 +1,13 @@
 use crate::cubin::Param;
 use crate::error::LoaderError;
 use crate::image::{bank_bindings, cbank0_bytes, BankBinding, Bases};
-use crate::module::{prepare, system_extern_address, Prepared};
+use crate::module::{prepare, system_extern_address, ModuleId, Prepared};
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_memory::{DeviceBuffer, MemoryHandle};
 use macuda_submit::SubmitHandle;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ModuleId(pub u32);
 
 /// What a launcher needs to know of one kernel of a loaded module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

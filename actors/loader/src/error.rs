@@ -1,4 +1,4 @@
-use crate::actor::ModuleId;
+use crate::module::ModuleId;
 use crate::image::ImageError;
 use crate::module::ModuleError;
 use macuda_core::{ActorError, ActorFault, Severity};

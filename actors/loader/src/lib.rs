@@ -19,6 +19,7 @@ pub mod module;
 
 pub use actor::{
     spawn, FunctionInfo, GlobalInfo, LoaderHandle, LoaderRequest, LoaderService, LoaderStats,
-    ModuleId, ModuleInfo,
+    ModuleInfo,
 };
+pub use module::ModuleId;
 pub use error::LoaderError;

@@ -6,6 +6,12 @@ use crate::cubin::{self, Cubin, CubinError};
 use crate::fatbin::{self, Fatbin, FatbinError, InputKind};
 use crate::image::Layout;
 
+/// A module the loader holds, by the number it handed out.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct ModuleId(pub u32);
+
 /// Externs the CUDA driver links into every module (device-side printf,
 /// assert, malloc). This runtime provides none yet: their bank-4 slots are
 /// left 0, so a kernel reaches them only on an error path that faults

@@ -112,7 +112,7 @@ fn built(spec: &DeviceSpec) -> bool {
 
 /// Whether a TinyGPU server answers on its default socket.
 fn tinygpu_answers() -> bool {
-    std::os::unix::net::UnixStream::connect(crate::transport::default_tinygpu_socket()).is_ok()
+    std::os::unix::net::UnixStream::connect(default_tinygpu_socket()).is_ok()
 }
 
 impl DeviceSpec {
@@ -141,6 +141,12 @@ impl DeviceSpec {
         }
         (DeviceSpec::Null, notes)
     }
+}
+
+/// Where TinyGPU's app listens unless told otherwise (tinygrad's default:
+/// `tinygpu.sock` in the temp directory).
+pub fn default_tinygpu_socket() -> PathBuf {
+    std::env::temp_dir().join("tinygpu.sock")
 }
 
 #[cfg(test)]

@@ -1,15 +1,6 @@
 use crate::error::PciError;
-use crate::kernel_module::KernelModuleOpener;
-use crate::lock::{default_lock_dir, CardLock};
-use crate::null::NullOpener;
-use crate::spec::DeviceSpec;
-use crate::sysfs::SysfsOpener;
-use crate::tinygpu::{Endpoint, TinyGpuOpener};
-use crate::trace::{RecordingOpener, ReplayOpener};
 use macuda_hw::pci::{offset, Command, Width};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// One BAR as the transport sees it.
@@ -187,93 +178,6 @@ pub trait Opener: Send + Sync {
 /// connection dead. The slowest legitimate operation is a function-level
 /// reset (about 1.5 s on the 5090).
 pub const TRANSPORT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where TinyGPU's app listens unless told otherwise (tinygrad's default:
-/// `tinygpu.sock` in the temp directory).
-pub fn default_tinygpu_socket() -> PathBuf {
-    std::env::temp_dir().join("tinygpu.sock")
-}
-
-/// The opener for a resolved device choice.
-///
-/// # Errors
-/// `NotBuilt` for transports whose issue has not landed.
-pub fn open_transport(spec: &DeviceSpec) -> Result<Arc<dyn Opener>, PciError> {
-    let (backend, lands_with) = match spec {
-        DeviceSpec::Null => return Ok(Arc::new(NullOpener::gb202())),
-        DeviceSpec::TinyGpu { socket } => {
-            let path = socket.clone().unwrap_or_else(default_tinygpu_socket);
-            return locked(
-                spec,
-                Arc::new(TinyGpuOpener::new(Endpoint::Unix(path), TRANSPORT_TIMEOUT)),
-            );
-        }
-        DeviceSpec::Remote { host, port } => {
-            let endpoint = Endpoint::Tcp {
-                host: host.clone(),
-                port: *port,
-            };
-            return locked(
-                spec,
-                Arc::new(TinyGpuOpener::new(endpoint, TRANSPORT_TIMEOUT)),
-            );
-        }
-        DeviceSpec::Sysfs { bdf } => return locked(spec, Arc::new(SysfsOpener::new(bdf)?)),
-        DeviceSpec::Replay { trace } => return Ok(Arc::new(ReplayOpener::load(trace)?)),
-        DeviceSpec::Kernel { index } => {
-            return locked(spec, Arc::new(KernelModuleOpener::new(*index)))
-        }
-        DeviceSpec::Auto => ("auto (resolve it first)", "device selection"),
-    };
-    Err(PciError::NotBuilt {
-        backend,
-        lands_with,
-    })
-}
-
-/// An opener that holds the card's lock for as long as it lives: one
-/// process per card, for the whole session, recovery included.
-struct LockedOpener {
-    inner: Arc<dyn Opener>,
-    _lock: CardLock,
-}
-
-impl Opener for LockedOpener {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn open(&self) -> Result<Box<dyn Transport>, PciError> {
-        self.inner.open()
-    }
-
-    fn end_session(&self) -> Result<Option<String>, PciError> {
-        self.inner.end_session()
-    }
-
-    fn owns_function(&self) -> bool {
-        self.inner.owns_function()
-    }
-}
-
-/// Record every connection `opener` makes into the trace at `path`.
-///
-/// # Errors
-/// The trace file cannot be created.
-pub fn record_to(
-    opener: Arc<dyn Opener>,
-    path: &std::path::Path,
-) -> Result<Arc<dyn Opener>, PciError> {
-    Ok(Arc::new(RecordingOpener::new(opener, path)?))
-}
-
-fn locked(spec: &DeviceSpec, inner: Arc<dyn Opener>) -> Result<Arc<dyn Opener>, PciError> {
-    let lock = CardLock::acquire(&default_lock_dir(), &spec.to_string())?;
-    if let Some(pid) = lock.took_over_from() {
-        tracing::warn!(pid, card = %spec, "took over the lock of a process that is gone");
-    }
-    Ok(Arc::new(LockedOpener { inner, _lock: lock }))
-}
 
 /// The command register before and after a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,9 @@ use crate::encode::{
     CBANK0_ALIGN, QMD_ALIGN,
 };
 use crate::error::SubmitError;
-use crate::lane::{EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock};
+use crate::lane::{
+    EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
+};
 use crate::pushbuf::PushBuffer;
 use crate::ring::GpFifoRing;
 use crossbeam_queue::ArrayQueue;
@@ -25,8 +27,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct StreamId(pub u32);
 
 /// One kernel launch through the control plane (tests, the demo); the hot
 /// path is the lane, which carries the same fields.

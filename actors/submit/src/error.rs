@@ -1,4 +1,4 @@
-use crate::actor::StreamId;
+use crate::lane::StreamId;
 use crate::arena::ArenaError;
 use crate::lane::{EventId, KernelId, LaneError};
 use crate::ring::RingError;

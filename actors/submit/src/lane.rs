@@ -6,11 +6,17 @@
 //! the actor's mailbox and wait, and the actor drains the lane before it
 //! answers them, so everything pushed before a sync is ordered before it.
 
-use crate::actor::StreamId;
+
 use crossbeam_queue::ArrayQueue;
 use macuda_core::Waker;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+/// A stream: work on it runs in the order it was pushed.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct StreamId(pub u32);
 
 /// A kernel registered with the submit actor: what a launch needs beyond
 /// its dimensions and arguments, sent once instead of with every launch.

@@ -25,7 +25,7 @@ pub mod pushbuf;
 pub mod ring;
 
 pub use actor::{
-    lane_launch, spawn, LaunchRecord, StreamId, Submission, SubmitConfig, SubmitHandle,
+    lane_launch, spawn, LaunchRecord, Submission, SubmitConfig, SubmitHandle,
     SubmitRequest, SubmitService, SubmitStats, UploadReceipt,
 };
 pub use encode::{
@@ -33,5 +33,6 @@ pub use encode::{
 };
 pub use error::SubmitError;
 pub use lane::{
-    EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, INLINE_PARAM_BYTES,
+    EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
+    INLINE_PARAM_BYTES,
 };
