@@ -8,14 +8,13 @@
 
 use crate::device::{MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK, REGISTERS_PER_BLOCK};
 use crate::error::CudaError;
-use crate::launch_log::LoggedLaunch;
-use crate::registry::{Resolved, REGISTRY};
 use crate::runtime::Runtime;
-use crate::streams::StreamState;
+use crate::state::nodes::{KernelNode, Node};
+use crate::state::registry::{Resolved, REGISTRY};
 use crate::types::Dim3;
-use crate::work::{issue, KernelNode, Node};
+use crate::work::{issue, launch_now};
 use macuda_hw::sm::{registers_per_warp, WARP_SIZE};
-use macuda_submit::{LaneItem, LaneLaunch, ParamBlock, INLINE_PARAM_BYTES};
+use macuda_submit::{ParamBlock, INLINE_PARAM_BYTES};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -177,78 +176,6 @@ pub unsafe fn launch(
         return issue(rt, stream, node, false);
     }
     launch_now(rt, r, grid, block, shared, params, &s, stream, false)
-}
-
-/// Hand a checked launch to the device: the launch log, then the lane;
-/// with `MACUDA_SYNC_LAUNCHES`, wait for it and name it if it failed.
-///
-/// # Errors
-/// Only in that synchronous mode: the launch's own error.
-#[allow(clippy::too_many_arguments)]
-pub fn launch_now(
-    rt: &Runtime,
-    r: &Resolved,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared: u32,
-    params: ParamBlock,
-    stream: &StreamState,
-    handle: usize,
-    from_graph: bool,
-) -> Result<(), CudaError> {
-    if let Some(log) = &rt.log {
-        log.write(&LoggedLaunch {
-            mangled: &r.mangled,
-            demangled: &r.demangled,
-            grid,
-            block,
-            shared,
-            stream: handle,
-            params: params.as_slice(),
-            graph: from_graph,
-        });
-    }
-    // Counted only while the knob is set: nothing on the launch path else.
-    let params = match rt.knobs.gpu_fault_at {
-        None => params,
-        Some(_) => spoiled(rt, r, params),
-    };
-    rt.push(LaneItem::Launch(LaneLaunch {
-        stream: stream.id,
-        kernel: r.kernel,
-        grid,
-        block,
-        dynamic_shared_bytes: shared,
-        params,
-    }))?;
-    if !rt.knobs.sync_launches {
-        return Ok(());
-    }
-    rt.synchronize(stream.id).inspect_err(|e| {
-            eprintln!(
-                "macuda: {}: {} (grid {grid:?}, block {block:?}, {shared} bytes of dynamic shared memory) failed: {}",
-                crate::knobs::SYNC_LAUNCHES,
-                r.demangled,
-                e.name().to_string_lossy()
-            );
-        })
-}
-
-/// With `MACUDA_INJECT_GPU_FAULT`, this launch's parameters, or the
-/// spoiled ones if it is the launch to fault.
-fn spoiled(rt: &Runtime, r: &Resolved, params: ParamBlock) -> ParamBlock {
-    let n = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
-    match crate::knobs::faulted_params(rt.knobs.gpu_fault_at, n, params.as_slice(), &r.params) {
-        Some(bad) => {
-            eprintln!(
-                "macuda: {}: launch {n} ({}) reads through an unmapped address",
-                crate::knobs::INJECT_GPU_FAULT,
-                r.demangled
-            );
-            ParamBlock::new(&bad)
-        }
-        None => params,
-    }
 }
 
 /// The legacy path's launch: the arguments `cudaSetupArgument` collected,

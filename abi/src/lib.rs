@@ -9,6 +9,12 @@
 //! It drives the in-process Host of `macuda-supervisor` (device in
 //! `MACUDA_DEVICE`) and nothing else; no crate below it knows the CUDA
 //! ABI. `MACUDA_LAUNCH_LOG=FILE` logs every launch as a JSON line.
+//!
+//! The files are layered one way (tests/tests/layering.rs holds them to
+//! it): leaves (`types`, `hash`, `names`, `launch_log`, `device`, `error`,
+//! `knobs`); the per-process tables (`state`); the [`runtime::Runtime`]
+//! that owns them and the Host; the operations on it (`resolve`,
+//! `memory`, `work`, `launch`, `graph`); the C entry points (`api`).
 
 pub mod api;
 pub mod device;
@@ -21,9 +27,9 @@ pub mod launch;
 pub mod launch_log;
 pub mod memory;
 pub mod names;
-pub mod registry;
+pub mod resolve;
 pub mod runtime;
-pub mod streams;
+pub mod state;
 pub mod types;
 pub mod work;
 

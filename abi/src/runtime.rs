@@ -8,14 +8,13 @@
 //! `cudaErrorNoDevice` as NVIDIA's runtime does; the null device (which
 //! executes nothing) is used only when asked for by name.
 
-pub use crate::device::Execution;
-use crate::device::{arch_limits, DeviceFacts};
+use crate::device::{arch_limits, DeviceFacts, Execution};
 use crate::error::CudaError;
-use crate::graph::GraphTable;
 use crate::knobs::Knobs;
 use crate::launch_log::LaunchLog;
-use crate::memory::MemoryMap;
-use crate::streams::{EventTable, StreamTable};
+use crate::state::graphs::GraphTable;
+use crate::state::memory_map::MemoryMap;
+use crate::state::streams::{EventTable, StreamTable};
 use macuda_gsp::RmBackend;
 use macuda_pci::DeviceSpec;
 use macuda_pci::{NullCard, NullOpener, NullProfile};

@@ -4,49 +4,15 @@
 //! and direct work go through one path.
 
 use crate::error::CudaError;
-use crate::memory::{run_copy, run_copy2d, run_fill, Copy2dOp, CopyOp, FillOp};
-use crate::registry::KernelEntry;
+use crate::launch_log::LoggedLaunch;
+use crate::memory::{run_copy, run_copy2d, run_fill};
 use crate::runtime::Runtime;
-use crate::streams::StreamState;
-use macuda_submit::{LaneItem, ParamBlock};
+use crate::state::nodes::Node;
+use crate::state::registry::Resolved;
+use crate::state::streams::StreamState;
+use macuda_submit::{LaneItem, LaneLaunch, ParamBlock};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-#[derive(Clone)]
-pub struct KernelNode {
-    pub entry: Arc<KernelEntry>,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared: u32,
-    /// A copy of the parameter block: the caller's argument pointers are
-    /// dead once the launch call returns.
-    pub params: ParamBlock,
-}
-
-#[derive(Clone)]
-pub enum Node {
-    Kernel(KernelNode),
-    Copy(CopyOp),
-    Copy2d(Copy2dOp),
-    Fill(FillOp),
-    /// An event record (by handle).
-    Record(usize),
-    /// A wait for an event (by handle).
-    Wait(usize),
-}
-
-impl Node {
-    /// The kind, for a graph update's topology check.
-    pub fn kind(&self) -> u8 {
-        match self {
-            Node::Kernel(_) => 0,
-            Node::Copy(_) | Node::Copy2d(_) => 1,
-            Node::Fill(_) => 2,
-            Node::Record(_) => 3,
-            Node::Wait(_) => 4,
-        }
-    }
-}
 
 /// Issue `node` on the stream `handle` names. `sync`: the call returns
 /// only once the work is done (cudaMemcpy and the like), which a capture
@@ -83,7 +49,7 @@ pub fn run(
     match node {
         Node::Kernel(k) => {
             let r = k.entry.resolve(rt)?;
-            crate::launch::launch_now(
+            launch_now(
                 rt, r, k.grid, k.block, k.shared, k.params, stream, handle, from_graph,
             )
         }
@@ -118,5 +84,77 @@ pub fn run(
             })?;
             Ok(())
         }
+    }
+}
+
+/// Hand a checked launch to the device: the launch log, then the lane;
+/// with `MACUDA_SYNC_LAUNCHES`, wait for it and name it if it failed.
+///
+/// # Errors
+/// Only in that synchronous mode: the launch's own error.
+#[allow(clippy::too_many_arguments)]
+pub fn launch_now(
+    rt: &Runtime,
+    r: &Resolved,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    params: ParamBlock,
+    stream: &StreamState,
+    handle: usize,
+    from_graph: bool,
+) -> Result<(), CudaError> {
+    if let Some(log) = &rt.log {
+        log.write(&LoggedLaunch {
+            mangled: &r.mangled,
+            demangled: &r.demangled,
+            grid,
+            block,
+            shared,
+            stream: handle,
+            params: params.as_slice(),
+            graph: from_graph,
+        });
+    }
+    // Counted only while the knob is set: nothing on the launch path else.
+    let params = match rt.knobs.gpu_fault_at {
+        None => params,
+        Some(_) => spoiled(rt, r, params),
+    };
+    rt.push(LaneItem::Launch(LaneLaunch {
+        stream: stream.id,
+        kernel: r.kernel,
+        grid,
+        block,
+        dynamic_shared_bytes: shared,
+        params,
+    }))?;
+    if !rt.knobs.sync_launches {
+        return Ok(());
+    }
+    rt.synchronize(stream.id).inspect_err(|e| {
+            eprintln!(
+                "macuda: {}: {} (grid {grid:?}, block {block:?}, {shared} bytes of dynamic shared memory) failed: {}",
+                crate::knobs::SYNC_LAUNCHES,
+                r.demangled,
+                e.name().to_string_lossy()
+            );
+        })
+}
+
+/// With `MACUDA_INJECT_GPU_FAULT`, this launch's parameters, or the
+/// spoiled ones if it is the launch to fault.
+fn spoiled(rt: &Runtime, r: &Resolved, params: ParamBlock) -> ParamBlock {
+    let n = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
+    match crate::knobs::faulted_params(rt.knobs.gpu_fault_at, n, params.as_slice(), &r.params) {
+        Some(bad) => {
+            eprintln!(
+                "macuda: {}: launch {n} ({}) reads through an unmapped address",
+                crate::knobs::INJECT_GPU_FAULT,
+                r.demangled
+            );
+            ParamBlock::new(&bad)
+        }
+        None => params,
     }
 }

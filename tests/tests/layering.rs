@@ -225,3 +225,54 @@ fn the_circle_finder_finds_a_circle_and_passes_a_line() {
             .collect()
     );
 }
+
+/// The CUDA runtime's layers, bottom first: a file may use its own layer
+/// and those below, never one above.
+const ABI_LAYERS: &[(&str, &[&str])] = &[
+    (
+        "leaves",
+        &[
+            "types",
+            "hash",
+            "names",
+            "launch_log",
+            "device",
+            "error",
+            "knobs",
+        ],
+    ),
+    ("state", &["state"]),
+    ("runtime", &["runtime"]),
+    (
+        "operations",
+        &["resolve", "memory", "work", "launch", "graph"],
+    ),
+    ("entry points", &["api", "embed"]),
+];
+
+fn abi_layer(module: &str) -> usize {
+    let top = module.split("::").next().unwrap_or(module);
+    ABI_LAYERS
+        .iter()
+        .position(|(_, members)| members.contains(&top))
+        .unwrap_or_else(|| panic!("abi module {module} is in no layer of ABI_LAYERS"))
+}
+
+#[test]
+fn the_cuda_runtime_uses_only_its_own_layer_and_those_below() {
+    let upward: Vec<String> = graph_of("abi")
+        .iter()
+        .flat_map(|(m, uses)| {
+            uses.iter()
+                .filter(|u| abi_layer(u) > abi_layer(m))
+                .map(move |u| {
+                    format!(
+                        "{m} ({}) uses {u} ({})",
+                        ABI_LAYERS[abi_layer(m)].0,
+                        ABI_LAYERS[abi_layer(u)].0
+                    )
+                })
+        })
+        .collect();
+    assert!(upward.is_empty(), "{}", upward.join("\n"));
+}

@@ -3,9 +3,9 @@
 use super::out;
 use crate::error::{clear_sticky, guard, take_last, CudaError};
 use crate::launch::max_threads;
-use crate::registry::REGISTRY;
 use crate::runtime::runtime;
-use crate::streams::{GREATEST_PRIORITY, LEAST_PRIORITY};
+use crate::state::registry::REGISTRY;
+use crate::state::streams::{GREATEST_PRIORITY, LEAST_PRIORITY};
 use crate::types::{
     func_attr, DeviceProp12, DeviceProp13, FuncAttributes, DRIVER_VERSION, RUNTIME_VERSION,
 };

@@ -4,8 +4,8 @@
 use super::out;
 use crate::error::{guard, guard_quiet, CudaError};
 use crate::launch::{launch, launch_legacy, pop_config, push_config, setup_argument, CallConfig};
-use crate::registry::REGISTRY;
 use crate::runtime::runtime;
+use crate::state::registry::REGISTRY;
 use crate::types::{Dim3, Handle, LaunchConfig};
 use std::ffi::{c_uint, c_void};
 

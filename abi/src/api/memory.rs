@@ -3,13 +3,14 @@
 use super::out;
 use crate::error::{guard, CudaError};
 use crate::memory::{
-    alloc_device, alloc_host, free_device, free_host, register_host, unregister_host, Copy2dOp,
-    CopyOp, FillOp, PointerKind,
+    alloc_device, alloc_host, free_device, free_host, register_host, unregister_host,
 };
-use crate::registry::REGISTRY;
 use crate::runtime::{runtime, Runtime};
+use crate::state::memory_map::{Copy2dOp, CopyOp, FillOp, PointerKind};
+use crate::state::nodes::Node;
+use crate::state::registry::REGISTRY;
 use crate::types::{flags, memcpy_kind, memory_type, Handle, PointerAttributes};
-use crate::work::{issue, Node};
+use crate::work::issue;
 use std::ffi::{c_int, c_uint, c_void};
 
 /// # Safety

@@ -5,7 +5,7 @@
 
 use super::text;
 use crate::error::guard_quiet;
-use crate::registry::REGISTRY;
+use crate::state::registry::REGISTRY;
 use crate::types::Dim3;
 use std::ffi::{c_char, c_int, c_void};
 

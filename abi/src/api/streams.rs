@@ -1,11 +1,13 @@
 //! Streams and events.
 
 use super::out;
+use crate::device::Execution;
 use crate::error::{guard, CudaError};
 use crate::graph;
-use crate::runtime::{runtime, Execution};
+use crate::runtime::runtime;
+use crate::state::nodes::Node;
 use crate::types::{flags, Handle};
-use crate::work::{issue, Node};
+use crate::work::issue;
 use std::ffi::{c_float, c_int, c_uint};
 use std::sync::atomic::Ordering;
 

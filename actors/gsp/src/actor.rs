@@ -1,10 +1,10 @@
 use crate::error::GspError;
 use crate::fault::{ChannelFault, MmuFault, SmError};
+use crate::handle::ObjectHandle;
 use crate::kernel::{
     self, ChannelGroup, ChannelObjects, GpuVaSpace, GrFacts, KernelRm, RingPlacement, RmDriver,
     RmTeardown, Usermode,
 };
-use crate::handle::ObjectHandle;
 use crate::objects::{ObjectTree, RmObject};
 use crate::view::CpuView;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};

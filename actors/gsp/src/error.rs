@@ -1,5 +1,5 @@
-use crate::kernel::KernelRmError;
 use crate::handle::ObjectHandle;
+use crate::kernel::KernelRmError;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_pci::PciError;
 

@@ -25,7 +25,7 @@ pub use actor::{
 };
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};
-pub use kernel::RmTeardown;
 pub use handle::ObjectHandle;
+pub use kernel::RmTeardown;
 pub use objects::{ObjectTree, RmObject};
 pub use view::{CpuView, HostMemory, OutsideView};

@@ -8,7 +8,6 @@ use macuda_submit::SubmitHandle;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-
 /// What a launcher needs to know of one kernel of a loaded module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionInfo {

@@ -1,6 +1,6 @@
-use crate::module::ModuleId;
 use crate::image::ImageError;
 use crate::module::ModuleError;
+use crate::module::ModuleId;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_memory::MemoryError;
 use macuda_submit::SubmitError;

@@ -21,5 +21,5 @@ pub use actor::{
     spawn, FunctionInfo, GlobalInfo, LoaderHandle, LoaderRequest, LoaderService, LoaderStats,
     ModuleInfo,
 };
-pub use module::ModuleId;
 pub use error::LoaderError;
+pub use module::ModuleId;

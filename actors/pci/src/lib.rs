@@ -24,6 +24,7 @@ pub use error::PciError;
 pub use kernel_module::KernelModuleOpener;
 pub use lock::{default_lock_dir, CardLock, LOCK_DIR_VAR};
 pub use null::{CardEvent, NullCard, NullOpener, NullProfile};
+pub use open::{open_transport, record_to};
 pub use spec::{default_tinygpu_socket, DeviceSpec, ParseDeviceError};
 pub use sysfs::{SysfsOpener, SYSFS_PCI_DEVICES};
 pub use trace::{
@@ -32,7 +33,6 @@ pub use trace::{
     MAX_RECORDED_MMIO_BYTES, MAX_TRACE_BYTES, MAX_TRACE_LINE_BYTES, MAX_TRACE_OPS, REPLAY_FINISH,
     TRACE_HEADER,
 };
-pub use open::{open_transport, record_to};
 pub use transport::{
     clear_bus_master, enable_bus_master, enable_memory_space, BarInfo, BusMasterChange, DmaId,
     DmaRegion, DmaSegment, Opener, Transport, TRANSPORT_TIMEOUT,

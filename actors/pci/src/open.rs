@@ -94,4 +94,3 @@ fn locked(spec: &DeviceSpec, inner: Arc<dyn Opener>) -> Result<Arc<dyn Opener>, 
     }
     Ok(Arc::new(LockedOpener { inner, _lock: lock }))
 }
-

@@ -27,7 +27,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 /// One kernel launch through the control plane (tests, the demo); the hot
 /// path is the lane, which carries the same fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

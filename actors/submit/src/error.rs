@@ -1,5 +1,5 @@
-use crate::lane::StreamId;
 use crate::arena::ArenaError;
+use crate::lane::StreamId;
 use crate::lane::{EventId, KernelId, LaneError};
 use crate::ring::RingError;
 use macuda_core::{ActorError, ActorFault, Severity};

@@ -6,7 +6,6 @@
 //! the actor's mailbox and wait, and the actor drains the lane before it
 //! answers them, so everything pushed before a sync is ordered before it.
 
-
 use crossbeam_queue::ArrayQueue;
 use macuda_core::Waker;
 use std::sync::{Arc, Weak};

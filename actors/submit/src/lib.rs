@@ -25,8 +25,8 @@ pub mod pushbuf;
 pub mod ring;
 
 pub use actor::{
-    lane_launch, spawn, LaunchRecord, Submission, SubmitConfig, SubmitHandle,
-    SubmitRequest, SubmitService, SubmitStats, UploadReceipt,
+    lane_launch, spawn, LaunchRecord, Submission, SubmitConfig, SubmitHandle, SubmitRequest,
+    SubmitService, SubmitStats, UploadReceipt,
 };
 pub use encode::{
     BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchShape,

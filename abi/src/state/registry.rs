@@ -6,7 +6,6 @@
 use crate::error::CudaError;
 use crate::hash::AddressMap;
 use crate::names::NameIndex;
-use crate::runtime::Runtime;
 use macuda_loader::fatbin::{Fatbin, FatbinWrapper, WRAPPER_LEN};
 use macuda_loader::module::ModuleError;
 use macuda_loader::{FunctionInfo, GlobalInfo, LoaderError, ModuleId};
@@ -22,53 +21,16 @@ const CONTAINER_HEADER_LEN: usize = 16;
 pub struct ModuleEntry {
     /// Where its fatbin lies in the program (static data), and how long it
     /// is; or why it cannot be used.
-    image: Result<(usize, usize), CudaError>,
-    loaded: OnceLock<Result<Loaded, CudaError>>,
+    pub(crate) image: Result<(usize, usize), CudaError>,
+    pub(crate) loaded: OnceLock<Result<Loaded, CudaError>>,
     pub live: AtomicBool,
 }
 
 /// A module in the loader, with its names indexed for matching.
-struct Loaded {
-    id: ModuleId,
-    kernels: NameIndex,
-    globals: NameIndex,
-}
-
-impl ModuleEntry {
-    fn load(&self, rt: &Runtime) -> Result<&Loaded, CudaError> {
-        self.loaded
-            .get_or_init(|| {
-                let (at, len) = self.image?;
-                // SAFETY: registration found a fat binary of `len` bytes at
-                // `at`, in the program's static data, which lives while the
-                // module is registered.
-                let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) }.to_vec();
-                let sm = rt.facts.sm;
-                let id = rt
-                    .call_host(|s| s.loader.load_module(bytes, sm))
-                    .map_err(|e| {
-                        eprintln!(
-                            "macuda: a registered module does not load: {}",
-                            macuda_core::error_chain(&e).join(": ")
-                        );
-                        match (&e, macuda_core::find_in_chain::<LoaderError>(&e)) {
-                            (macuda_supervisor::HostError::Loader(_), Some(le)) => loader_error(le),
-                            _ => rt.cuda_error(&e),
-                        }
-                    })?;
-                let info = rt.call(|s| s.loader.module(id))?;
-                if let Some(d) = &info.data {
-                    rt.memory.lock().add_module_memory(d.va, d.bytes);
-                }
-                Ok(Loaded {
-                    id,
-                    kernels: NameIndex::new(info.kernels),
-                    globals: NameIndex::new(info.globals),
-                })
-            })
-            .as_ref()
-            .map_err(|e| *e)
-    }
+pub(crate) struct Loaded {
+    pub(crate) id: ModuleId,
+    pub(crate) kernels: NameIndex,
+    pub(crate) globals: NameIndex,
 }
 
 /// A kernel's host stub, registered.
@@ -77,7 +39,7 @@ pub struct KernelEntry {
     /// The device name host code registered (nvcc: the cubin's own; clang:
     /// its own mangling).
     pub registered: String,
-    resolved: OnceLock<Result<Resolved, CudaError>>,
+    pub(crate) resolved: OnceLock<Result<Resolved, CudaError>>,
     /// `cudaFuncAttributeMaxDynamicSharedMemorySize`, once set.
     pub max_dynamic_shared: AtomicU32,
     /// `cudaFuncAttributePreferredSharedMemoryCarveout` (-1: default).
@@ -104,54 +66,6 @@ pub fn default_dynamic_shared(info: &FunctionInfo, facts: &crate::device::Device
 }
 
 impl KernelEntry {
-    /// Load the module if need be, find the kernel, register it with
-    /// submit (once).
-    pub fn resolve(&self, rt: &Runtime) -> Result<&Resolved, CudaError> {
-        self.resolved
-            .get_or_init(|| {
-                if !self.module.live.load(Ordering::Acquire) {
-                    return Err(CudaError::INVALID_DEVICE_FUNCTION);
-                }
-                let loaded = self.module.load(rt)?;
-                let name = loaded.kernels.find(&self.registered).ok_or_else(|| {
-                    eprintln!(
-                        "macuda: no kernel in its module matches the registered `{}`",
-                        self.registered
-                    );
-                    CudaError::INVALID_DEVICE_FUNCTION
-                })?;
-                let info = rt.call(|s| s.loader.function(loaded.id, name.clone()))?;
-                let desc = info.kernel_desc();
-                let kernel = rt.call(|s| s.submit.register_kernel(desc))?;
-                let mut params: Vec<_> = info
-                    .params
-                    .iter()
-                    .map(|p| (p.ordinal, usize::from(p.offset), p.size as usize))
-                    .collect();
-                params.sort_unstable();
-                let demangled = cpp_demangle::Symbol::new(name.as_str())
-                    .ok()
-                    .and_then(|s| s.demangle(&Default::default()).ok())
-                    .unwrap_or_else(|| name.clone());
-                let max = default_dynamic_shared(&info, &rt.facts);
-                let _ = self.max_dynamic_shared.compare_exchange(
-                    0,
-                    max,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
-                Ok(Resolved {
-                    info,
-                    kernel,
-                    mangled: name,
-                    demangled,
-                    params: params.into_iter().map(|(_, o, s)| (o, s)).collect(),
-                })
-            })
-            .as_ref()
-            .map_err(|e| *e)
-    }
-
     /// The resolution, if it was made.
     pub fn resolved(&self) -> Option<&Resolved> {
         self.resolved.get().and_then(|r| r.as_ref().ok())
@@ -165,26 +79,7 @@ pub struct VarEntry {
     pub bytes: usize,
     /// `__managed__`: we keep no managed memory.
     pub managed: bool,
-    global: OnceLock<Result<GlobalInfo, CudaError>>,
-}
-
-impl VarEntry {
-    pub fn resolve(&self, rt: &Runtime) -> Result<&GlobalInfo, CudaError> {
-        if self.managed {
-            return Err(CudaError::NOT_SUPPORTED);
-        }
-        self.global
-            .get_or_init(|| {
-                let loaded = self.module.load(rt)?;
-                let name = loaded
-                    .globals
-                    .find(&self.registered)
-                    .ok_or(CudaError::INVALID_SYMBOL)?;
-                rt.call(|s| s.loader.global(loaded.id, name))
-            })
-            .as_ref()
-            .map_err(|e| *e)
-    }
+    pub(crate) global: OnceLock<Result<GlobalInfo, CudaError>>,
 }
 
 /// Everything registered, by the keys host code passes.
@@ -201,7 +96,7 @@ pub struct Registry {
 pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::default);
 
 /// Why a registered fat binary cannot be used, as the error launches get.
-fn image_error(e: &ModuleError) -> CudaError {
+pub(crate) fn image_error(e: &ModuleError) -> CudaError {
     match e {
         ModuleError::Fatbin(macuda_loader::fatbin::FatbinError::NoMatchingCode { .. })
         | ModuleError::WrongArchitecture { .. } => CudaError::NO_KERNEL_IMAGE_FOR_DEVICE,

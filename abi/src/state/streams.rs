@@ -5,8 +5,8 @@
 
 use crate::error::CudaError;
 use crate::hash::AddressMap;
+use crate::state::nodes::Node;
 use crate::types::{flags, STREAM_LEGACY, STREAM_PER_THREAD};
-use crate::work::Node;
 use arc_swap::ArcSwapOption;
 use macuda_submit::{EventId, StreamId};
 use parking_lot::Mutex;
