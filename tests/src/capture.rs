@@ -83,18 +83,6 @@ fn name_of(class: Option<u32>, method: u32) -> Option<&'static str> {
     table.iter().find(|m| m.offset == method).map(|m| m.name)
 }
 
-/// The QMD version a compute class reads.
-pub fn qmd_version_for(class: u32) -> Option<QmdVersion> {
-    match class {
-        compute::HOPPER_COMPUTE_A => Some(QmdVersion::V04_00),
-        compute::BLACKWELL_COMPUTE_A | compute::BLACKWELL_COMPUTE_B => Some(QmdVersion::V05_00),
-        compute::AMPERE_COMPUTE_A | compute::AMPERE_COMPUTE_B | compute::ADA_COMPUTE_A => {
-            Some(QmdVersion::V03_00)
-        }
-        _ => None,
-    }
-}
-
 /// The stream's state across segments of one channel: what each
 /// subchannel has bound and the inline-upload registers.
 #[derive(Debug, Default, Clone)]
@@ -218,7 +206,7 @@ pub fn decode_segment(state: &mut ChannelState, words: &[u32]) -> Decoded {
                 state.bound[usize::from(sc & 7)] = Some(host::SET_OBJECT::NVCLASS.get(w));
             }
             if m == compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET
-                && class.is_some_and(|c| qmd_version_for(c).is_some())
+                && class.is_some_and(|c| QmdVersion::for_compute_class(c).is_some())
             {
                 let qmd_address = state.reg(sc, compute::SEND_PCAS_A::BYTE_OFFSET) << 8;
                 out.launches.push(launch_at(state, class, qmd_address, w));
@@ -229,7 +217,7 @@ pub fn decode_segment(state: &mut ChannelState, words: &[u32]) -> Decoded {
 }
 
 fn launch_at(state: &ChannelState, class: Option<u32>, qmd_address: u64, action: u32) -> Launch {
-    let version = class.and_then(qmd_version_for);
+    let version = class.and_then(QmdVersion::for_compute_class);
     let qmd_words = version.and_then(|v| state.find(qmd_address, v.dwords()));
     let descriptor = match (version, &qmd_words) {
         (Some(v), Some(w)) => qmd::decode(v, w).ok(),
@@ -331,7 +319,8 @@ mod tests {
     /// the QMD and bank among the uploads and give back what went in.
     #[test]
     fn an_inline_launch_decodes_back_to_what_was_encoded() {
-        let f = DeviceFormat::for_sm(90).unwrap();
+        let f =
+            DeviceFormat::for_device(90, macuda_hw::methods::compute::HOPPER_COMPUTE_A).unwrap();
         let k = KernelDesc {
             name: "k".into(),
             entry: 0x20_0000_0000,

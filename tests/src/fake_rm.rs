@@ -24,6 +24,7 @@ use crate::engines::{steps, Step};
 use macuda_gsp::kernel::{RmDriver, RmMapping, RmNode, CTL_NODE};
 use macuda_gsp::HostMemory;
 use macuda_hw::methods::{compute, copy, host, usermode};
+use macuda_hw::page;
 use macuda_hw::push::{GpEntry, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::qmd::{self, QmdVersion, StructureSize};
 use macuda_hw::rm::{
@@ -103,23 +104,19 @@ impl Backing {
     }
 }
 
-const PAGE_4K: u64 = 4 << 10;
-const PAGE_64K: u64 = 64 << 10;
-const PAGE_2M: u64 = 2 << 20;
-
 /// The page size an allocation's attr PAGE_SIZE field (24:23) asks for.
 /// Left at the default, RM may pick large pages; the fake takes the
 /// largest the size divides into, so that a caller who counts on small
 /// pages without asking for them is caught.
 fn page_of(attr: u32, size: u64) -> u64 {
     match attr & rm::memory::ATTR_PAGE_SIZE_MASK {
-        rm::memory::ATTR_PAGE_SIZE_4KB => PAGE_4K,
-        rm::memory::ATTR_PAGE_SIZE_BIG => PAGE_64K,
-        rm::memory::ATTR_PAGE_SIZE_HUGE => PAGE_2M,
-        _ => [PAGE_2M, PAGE_64K]
+        rm::memory::ATTR_PAGE_SIZE_4KB => page::SMALL,
+        rm::memory::ATTR_PAGE_SIZE_BIG => page::BIG,
+        rm::memory::ATTR_PAGE_SIZE_HUGE => page::HUGE,
+        _ => [page::HUGE, page::BIG]
             .into_iter()
             .find(|p| size.is_multiple_of(*p))
-            .unwrap_or(PAGE_4K),
+            .unwrap_or(page::SMALL),
     }
 }
 
@@ -438,15 +435,6 @@ impl FakeModule {
         self.gpu_log.push(GpuEvent::Removed { group, xid });
     }
 
-    /// The QMD version a channel's compute class reads.
-    fn qmd_version(engine_class: Option<u32>) -> QmdVersion {
-        match engine_class {
-            Some(compute::HOPPER_COMPUTE_A) => QmdVersion::V04_00,
-            Some(compute::BLACKWELL_COMPUTE_A | compute::BLACKWELL_COMPUTE_B) => QmdVersion::V05_00,
-            _ => QmdVersion::V03_00,
-        }
-    }
-
     fn gr(index: u32) -> u64 {
         FAKE_GR
             .iter()
@@ -600,7 +588,12 @@ impl FakeModule {
     /// Walk a QMD chain from `head`: `None` when the group was removed,
     /// else the tail's release, if it has one.
     fn launch_chain(&mut self, ch: &FakeChannel, head: u64) -> Option<Option<(u64, u64)>> {
-        let version = FakeModule::qmd_version(ch.engine_class);
+        // A channel without a compute engine reads none; the oldest
+        // layout stands in.
+        let version = ch
+            .engine_class
+            .and_then(QmdVersion::for_compute_class)
+            .unwrap_or(QmdVersion::V03_00);
         let mut at = head;
         for _ in 0..=u16::MAX {
             let mut raw = vec![0u8; version.dwords() * 4];
@@ -853,7 +846,7 @@ impl FakeNode {
                 let page = if a.h_class == class::NV1_MEMORY_USER {
                     page_of(params.attr, params.size)
                 } else {
-                    PAGE_4K
+                    page::SMALL
                 };
                 m.memory.insert(h, Backing::owned(len, page));
                 params.address = 0;
@@ -921,7 +914,8 @@ impl FakeNode {
                     return rm::status::INVALID_CLASS;
                 }
                 if c == usermode::HOPPER_USERMODE_A || c == usermode::BLACKWELL_USERMODE_A {
-                    m.memory.insert(h, Backing::owned(USERMODE_BYTES, PAGE_4K));
+                    m.memory
+                        .insert(h, Backing::owned(USERMODE_BYTES, page::SMALL));
                 } else {
                     let Some(ch) = m.channels.get_mut(&a.h_object_parent) else {
                         return rm::status::INVALID_OBJECT_PARENT;
@@ -1391,7 +1385,7 @@ impl RmNode for FakeNode {
                         Backing {
                             ptr: a.p_memory as *mut u8,
                             len: usize::try_from(a.limit + 1).unwrap_or(0),
-                            page: PAGE_4K,
+                            page: page::SMALL,
                             _owned: None,
                         },
                     );

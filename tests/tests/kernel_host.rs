@@ -466,7 +466,7 @@ fn the_fake_gpu_sees_two_chains_launched_without_a_wait_between_them() {
     rm.schedule(&group).unwrap();
     let mem = rm.alloc_vram(&mut space, 64 << 10, true).unwrap();
     let view = mem.cpu.as_ref().unwrap();
-    let f = DeviceFormat::for_sm(90).unwrap();
+    let f = DeviceFormat::for_device(90, macuda_hw::methods::compute::HOPPER_COMPUTE_A).unwrap();
     let k = KernelDesc {
         name: "k".into(),
         entry: mem.va + 0x8000,

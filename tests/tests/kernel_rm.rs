@@ -540,7 +540,8 @@ fn vector_adds_on_the_gpu(
     put(sem.cpu.as_deref().unwrap(), 0, &[0; 8]);
 
     // Submit's formats: the QMD (V04 on sm_90) and bank 0 from the template.
-    let format = DeviceFormat::for_sm(90).unwrap();
+    let format =
+        DeviceFormat::for_device(90, macuda_hw::methods::compute::HOPPER_COMPUTE_A).unwrap();
     let t = format.template(desc.clone()).unwrap();
     let n = i32::try_from(n_floats).unwrap();
     let shape = LaunchShape {

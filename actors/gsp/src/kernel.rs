@@ -10,6 +10,7 @@
 
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::methods::usermode;
+use macuda_hw::page;
 use macuda_hw::push::{USERD_BYTES, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::rm::{
     self, class, control, escape, fb_info, uvm, AllocOsMemory, ArchInfo, BuildVersionV2, CardInfo,
@@ -37,8 +38,6 @@ const GPU_VA_END: u64 = 0x40_0000_0000;
 /// the direct window up to 2^40, because QMDs, push buffers and constant
 /// banks must lie below 2^40 (the fields hold VA >> 8 in 32 bits).
 pub const ALLOCATOR_VA_WINDOW: std::ops::Range<u64> = GPU_VA_END..(1 << 40);
-const PAGE_4K: u64 = 4 << 10;
-const PAGE_2M: u64 = 2 << 20;
 /// Allocations from this size up take 2 MiB pages.
 const HUGE_PAGE_THRESHOLD: u64 = 8 << 20;
 
@@ -84,10 +83,10 @@ pub struct VideoMemory {
 /// reserved) gives the same answer: a size just under the threshold once
 /// got small-page VA and huge-page memory, which UVM refused to map.
 pub fn video_page(bytes: u64) -> u64 {
-    if bytes.div_ceil(PAGE_4K).saturating_mul(PAGE_4K) >= HUGE_PAGE_THRESHOLD {
-        PAGE_2M
+    if bytes.div_ceil(page::SMALL).saturating_mul(page::SMALL) >= HUGE_PAGE_THRESHOLD {
+        page::HUGE
     } else {
-        PAGE_4K
+        page::SMALL
     }
 }
 
@@ -872,7 +871,7 @@ impl KernelRm {
     /// RM refusing (out of memory, for one).
     pub fn alloc_video(&self, bytes: u64) -> Result<VideoMemory, KernelRmError> {
         let page = video_page(bytes);
-        let huge = page == PAGE_2M;
+        let huge = page == page::HUGE;
         let size = bytes.max(1).next_multiple_of(page);
         let mut params = MemoryAlloc {
             owner: self.client,
@@ -914,7 +913,7 @@ impl KernelRm {
     /// # Errors
     /// The anonymous mapping, or RM refusing to pin it.
     pub fn pin_host(&self, bytes: u64) -> Result<PinnedHost, KernelRmError> {
-        let size = bytes.max(1).next_multiple_of(PAGE_4K);
+        let size = bytes.max(1).next_multiple_of(page::SMALL);
         // CAST: host allocations fit the address space.
         let map = memmap2::MmapMut::map_anon(size as usize)
             .map(memmap2::MmapRaw::from)
@@ -963,7 +962,7 @@ impl KernelRm {
         bytes: u64,
     ) -> Result<HostBuffer, KernelRmError> {
         let pinned = self.pin_host(bytes)?;
-        let va = space.take_va(pinned.bytes, PAGE_4K)?;
+        let va = space.take_va(pinned.bytes, page::SMALL)?;
         self.map_gpu(space, pinned.handle, va, pinned.bytes)?;
         Ok(HostBuffer {
             handle: pinned.handle,
@@ -1017,14 +1016,14 @@ impl KernelRm {
                 | rm::memory::FLAG_MAP_NOT_REQUIRED,
             attr: rm::memory::ATTR_ALLOW_NONCONTIGUOUS | rm::memory::ATTR_LOCATION_PCI,
             attr2: rm::memory::ATTR2_PREFER_NO_ZBC | rm::memory::ATTR2_GPU_UNCACHED,
-            size: PAGE_4K,
-            alignment: PAGE_4K,
-            limit: PAGE_4K - 1,
+            size: page::SMALL,
+            alignment: page::SMALL,
+            limit: page::SMALL - 1,
             ..MemoryAlloc::default()
         };
         let notifier = self.alloc(self.device, class::NV1_MEMORY_SYSTEM, Some(&mut notifier))?;
         // CAST: one page.
-        let notifier_map = self.map_sysmem(notifier, PAGE_4K as usize)?;
+        let notifier_map = self.map_sysmem(notifier, page::SMALL as usize)?;
         // SAFETY: the whole mapping; RM reads it only after an error.
         unsafe { std::ptr::write_bytes(notifier_map.as_ptr(), 0, notifier_map.len()) };
         let mut tsg = ChannelGroupAlloc {
@@ -1116,7 +1115,7 @@ impl KernelRm {
         let engine = self.alloc(channel, engine_class, None::<&mut ()>)?;
         let mut token = WorkSubmitToken { token: u32::MAX };
         self.control(channel, control::GPFIFO_GET_WORK_SUBMIT_TOKEN, &mut token)?;
-        let window = space.take_va(CHANNEL_VA_WINDOW, PAGE_2M)?;
+        let window = space.take_va(CHANNEL_VA_WINDOW, page::HUGE)?;
         let mut reg = [uvm::RegisterChannel {
             uuid: space.uuid,
             rm_ctrl_fd: self.ctl.fd(),
@@ -1611,9 +1610,9 @@ mod tests {
         // to 8 MiB: once small pages for the VA and huge ones from RM.
         for bytes in [
             1,
-            PAGE_4K - 1,
-            HUGE_PAGE_THRESHOLD - PAGE_4K - 1,
-            HUGE_PAGE_THRESHOLD - PAGE_4K + 1,
+            page::SMALL - 1,
+            HUGE_PAGE_THRESHOLD - page::SMALL - 1,
+            HUGE_PAGE_THRESHOLD - page::SMALL + 1,
             8_384_768,
             HUGE_PAGE_THRESHOLD - 1,
             HUGE_PAGE_THRESHOLD,
@@ -1624,7 +1623,7 @@ mod tests {
             let rounded = bytes.div_ceil(page).saturating_mul(page);
             assert_eq!(video_page(rounded), page, "{bytes} bytes");
         }
-        assert_eq!(video_page(8_384_768), PAGE_2M);
-        assert_eq!(video_page(HUGE_PAGE_THRESHOLD - PAGE_4K), PAGE_4K);
+        assert_eq!(video_page(8_384_768), page::HUGE);
+        assert_eq!(video_page(HUGE_PAGE_THRESHOLD - page::SMALL), page::SMALL);
     }
 }

@@ -9,6 +9,7 @@ pub mod cbank0;
 pub mod chip;
 pub mod class;
 pub mod methods;
+pub mod page;
 pub mod pci;
 pub mod push;
 pub mod qmd;

@@ -951,3 +951,59 @@ fn rm_architectures_are_the_boot_42_field_shifted() {
         assert_eq!(arch & ((1 << ARCHITECTURE_SHIFT) - 1), 0, "{name}");
     }
 }
+
+/// The NVOS32 attributes a video-memory allocation names (its page size
+/// above all: RM's memory and the VA it is mapped at must agree on it).
+#[test]
+fn memory_allocation_attributes_are_the_oracle_fields_and_values() {
+    let d = data();
+    let at = |field: &str, value: &str| -> u32 {
+        let lo = d["bit_ranges"][field][1].as_u64().expect(field);
+        let v = d["constants"][value].as_u64().expect(value);
+        u32::try_from(v << lo).unwrap()
+    };
+    let mask = |field: &str| -> u32 {
+        let hi = d["bit_ranges"][field][0].as_u64().expect(field);
+        let lo = d["bit_ranges"][field][1].as_u64().expect(field);
+        u32::try_from(((1u64 << (hi - lo + 1)) - 1) << lo).unwrap()
+    };
+    use rm::memory::*;
+    let attr = "NVOS32_ATTR_PAGE_SIZE";
+    assert_eq!(ATTR_PAGE_SIZE_MASK, mask(attr));
+    assert_eq!(ATTR_PAGE_SIZE_4KB, at(attr, "NVOS32_ATTR_PAGE_SIZE_4KB"));
+    assert_eq!(ATTR_PAGE_SIZE_BIG, at(attr, "NVOS32_ATTR_PAGE_SIZE_BIG"));
+    assert_eq!(ATTR_PAGE_SIZE_HUGE, at(attr, "NVOS32_ATTR_PAGE_SIZE_HUGE"));
+    let phys = "NVOS32_ATTR_PHYSICALITY";
+    assert_eq!(
+        ATTR_ALLOW_NONCONTIGUOUS,
+        at(phys, "NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS")
+    );
+    assert_eq!(
+        ATTR_CONTIGUOUS,
+        at(phys, "NVOS32_ATTR_PHYSICALITY_CONTIGUOUS")
+    );
+    assert_eq!(
+        ATTR_LOCATION_PCI,
+        at("NVOS32_ATTR_LOCATION", "NVOS32_ATTR_LOCATION_PCI")
+    );
+    assert_eq!(
+        ATTR2_PREFER_NO_ZBC,
+        at("NVOS32_ATTR2_ZBC", "NVOS32_ATTR2_ZBC_PREFER_NO_ZBC")
+    );
+    let cache = "NVOS32_ATTR2_GPU_CACHEABLE";
+    assert_eq!(
+        ATTR2_GPU_CACHEABLE,
+        at(cache, "NVOS32_ATTR2_GPU_CACHEABLE_YES")
+    );
+    assert_eq!(
+        ATTR2_GPU_UNCACHED,
+        at(cache, "NVOS32_ATTR2_GPU_CACHEABLE_NO")
+    );
+    assert_eq!(
+        ATTR2_HUGE_2MB,
+        at(
+            "NVOS32_ATTR2_PAGE_SIZE_HUGE",
+            "NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB"
+        )
+    );
+}

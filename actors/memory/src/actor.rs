@@ -3,16 +3,11 @@ use crate::range::RangeAllocator;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_gsp::kernel::{video_page, ALLOCATOR_VA_WINDOW};
 use macuda_gsp::{CpuView, GspHandle, ObjectHandle, RmBackend};
+use macuda_hw::page;
 use macuda_pci::{DmaRegion, PciHandle};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Small pages; every allocation is a whole number of them, which keeps
-/// device pointers well above CUDA's 256-byte alignment promise.
-const PAGE_4K: u64 = 4 << 10;
-/// Allocations this large are aligned to a big page so they can be mapped
-/// with 2 MiB entries.
-const PAGE_2M: u64 = 2 << 20;
 /// Held back at the top of VRAM for the firmware's protected region (WPR2)
 /// and its heap; the seed notes derive it and check it against the chip's
 /// own WPR2 registers at boot.
@@ -224,7 +219,11 @@ impl MemoryService for MemoryActor {
         }
         match &mut self.backing {
             Backing::Bar { vram } => {
-                let align = if bytes >= PAGE_2M { PAGE_2M } else { PAGE_4K };
+                let align = if bytes >= page::HUGE {
+                    page::HUGE
+                } else {
+                    page::SMALL
+                };
                 let offset = vram.alloc(bytes, align).map_err(MemoryError::Vram)?;
                 let va = match self.va.alloc(bytes, align) {
                     Ok(va) => va,
@@ -335,8 +334,9 @@ impl MemoryService for MemoryActor {
             },
             Backing::Rm => {
                 let gsp = self.gsp.clone();
-                let (va, pinned) =
-                    self.at_new_va(bytes.max(1), PAGE_4K, |size, va| gsp.alloc_pinned(size, va))?;
+                let (va, pinned) = self.at_new_va(bytes.max(1), page::SMALL, |size, va| {
+                    gsp.alloc_pinned(size, va)
+                })?;
                 self.live.insert(
                     va,
                     Allocation {
@@ -451,9 +451,9 @@ pub fn spawn(
                 .map_err(MemoryError::Gsp)?;
             (
                 Backing::Bar {
-                    vram: RangeAllocator::new(0, allocatable, PAGE_4K),
+                    vram: RangeAllocator::new(0, allocatable, page::SMALL),
                 },
-                RangeAllocator::new(VA_BASE, VA_BYTES, PAGE_4K),
+                RangeAllocator::new(VA_BASE, VA_BYTES, page::SMALL),
                 allocatable,
                 Some(va_space),
             )
@@ -464,7 +464,7 @@ pub fn spawn(
             RangeAllocator::new(
                 ALLOCATOR_VA_WINDOW.start,
                 ALLOCATOR_VA_WINDOW.end - ALLOCATOR_VA_WINDOW.start,
-                PAGE_4K,
+                page::SMALL,
             ),
             info.vram_bytes,
             None,

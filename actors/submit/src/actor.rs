@@ -1544,8 +1544,6 @@ pub fn spawn(
     memory: MemoryHandle,
     gsp: GspHandle,
 ) -> Result<(SubmitHandle, ActorJoin), SubmitError> {
-    let mut format = DeviceFormat::for_sm(sm).ok_or(SubmitError::UnknownArchitecture(sm))?;
-    format.chain = submit.chain;
     let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
     let alloc = |bytes| memory.alloc_device(bytes).map_err(SubmitError::Memory);
     let regions = Regions {
@@ -1597,6 +1595,10 @@ pub fn spawn(
     let (waker, parking) = wake_pair();
     let setup = ring_specs(&regions, submit.gpfifo_entries);
     let channels = gsp.create_channels(setup).map_err(SubmitError::Gsp)?;
+    let compute_class = channels.compute.class;
+    let mut format = DeviceFormat::for_device(sm, compute_class)
+        .ok_or(SubmitError::NoLaunchFormat { sm, compute_class })?;
+    format.chain = submit.chain;
     let doorbell = gsp.doorbell().map_err(SubmitError::Gsp)?;
     let queue = |name, token, semaphore, ring_address, userd| -> Result<Queue, SubmitError> {
         Ok(Queue {

@@ -140,14 +140,12 @@ pub struct Bank0Slot<'a> {
 }
 
 impl DeviceFormat {
-    /// For a compute capability (major*10 + minor).
-    pub fn for_sm(sm: u32) -> Option<DeviceFormat> {
+    /// For a device of compute capability `sm` (major*10 + minor) whose
+    /// compute engine is of `compute_class` (the class the channel got,
+    /// which decides the QMD version).
+    pub fn for_device(sm: u32, compute_class: u32) -> Option<DeviceFormat> {
         let area = cbank0::for_sm(sm)?;
-        let qmd = match sm {
-            80..=89 => QmdVersion::V03_00,
-            90..=99 => QmdVersion::V04_00,
-            _ => QmdVersion::V05_00,
-        };
+        let qmd = QmdVersion::for_compute_class(compute_class)?;
         let limits = arch_limits(sm);
         Some(DeviceFormat {
             sm,
@@ -537,6 +535,20 @@ pub const CBANK0_ALIGN: u64 = BANK_ADDRESS_ALIGN;
 
 #[cfg(test)]
 mod tests {
+
+    /// The format for a compute capability, with the compute class its
+    /// chips' channels get.
+    fn test_format(sm: u32) -> Option<DeviceFormat> {
+        use macuda_hw::methods::compute;
+        let class = match sm {
+            90 => compute::HOPPER_COMPUTE_A,
+            100 => compute::BLACKWELL_COMPUTE_A,
+            120 => compute::BLACKWELL_COMPUTE_B,
+            _ => compute::AMPERE_COMPUTE_B,
+        };
+        DeviceFormat::for_device(sm, class)
+    }
+
     use super::*;
 
     fn kernel() -> KernelDesc {
@@ -560,7 +572,7 @@ mod tests {
 
     #[test]
     fn hopper_gets_a_v04_grid_cta_qmd_with_the_full_sm_config() {
-        let f = DeviceFormat::for_sm(90).unwrap();
+        let f = test_format(90).unwrap();
         assert_eq!(f.qmd, QmdVersion::V04_00);
         let shape = LaunchShape {
             grid: [128, 2, 1],
@@ -605,7 +617,7 @@ mod tests {
                 (u32::from(c.max) - 1) * 4,
             )
         };
-        let h = DeviceFormat::for_sm(90).unwrap();
+        let h = test_format(90).unwrap();
         // Registered like our cuBLAS's mma kernel: two 256-thread blocks
         // an SM by registers.
         let mut k = kernel();
@@ -627,7 +639,7 @@ mod tests {
             (196, 196, 228)
         );
         assert_eq!(kib(h.sm_config_for(&k, block, 200 * 1024)), (228, 228, 228));
-        let b = DeviceFormat::for_sm(120).unwrap();
+        let b = test_format(120).unwrap();
         assert_eq!(kib(b.sm_config_for(&k, block, 66 * 1024)), (100, 100, 100));
         assert_eq!(
             kib(b.sm_config_for(&k, block, 200 * 1024)),
@@ -677,7 +689,7 @@ mod tests {
     #[test]
     fn qmds_leave_shared_allocation_clear_as_cudas_do() {
         for sm in [80, 90, 120] {
-            let f = DeviceFormat::for_sm(sm).unwrap();
+            let f = test_format(sm).unwrap();
             let k = kernel();
             let shape = LaunchShape {
                 grid: [264, 1, 1],
@@ -707,7 +719,7 @@ mod tests {
     #[test]
     fn a_launch_from_a_template_equals_one_built_in_full() {
         for sm in [90, 120] {
-            let f = DeviceFormat::for_sm(sm).unwrap();
+            let f = test_format(sm).unwrap();
             let mut k = kernel();
             k.param_base = f.area.param_base;
             let t = f.template(k.clone()).unwrap();
@@ -782,7 +794,7 @@ mod tests {
     #[test]
     fn the_tail_release_is_one_32_bit_word() {
         for sm in [90, 120] {
-            let f = DeviceFormat::for_sm(sm).unwrap();
+            let f = test_format(sm).unwrap();
             let mut k = kernel();
             k.param_base = f.area.param_base;
             let t = f.template(k.clone()).unwrap();
@@ -817,7 +829,7 @@ mod tests {
 
     #[test]
     fn blackwell_bank0_has_the_driver_words_then_the_params() {
-        let f = DeviceFormat::for_sm(120).unwrap();
+        let f = test_format(120).unwrap();
         assert_eq!(f.qmd, QmdVersion::V05_00);
         let mut k = kernel();
         k.param_base = 0x380;

@@ -36,8 +36,8 @@ pub enum SubmitError {
         expected: u32,
         given: usize,
     },
-    #[error("sm_{0} has no launch format")]
-    UnknownArchitecture(u32),
+    #[error("no launch format for sm_{sm} with compute class {compute_class:#06x}")]
+    NoLaunchFormat { sm: u32, compute_class: u32 },
     #[error("descriptor region")]
     Arena(#[source] ArenaError),
     #[error("a value does not fit its hardware field")]
@@ -112,7 +112,7 @@ impl ActorFault for SubmitError {
             | SubmitError::Stuck { .. }
             | SubmitError::Arena(_)
             | SubmitError::Ring(_)
-            | SubmitError::UnknownArchitecture(_)
+            | SubmitError::NoLaunchFormat { .. }
             | SubmitError::MirrorUnmapped { .. }
             | SubmitError::Spawn(_) => Severity::Fatal,
         }

@@ -394,7 +394,7 @@ fn run(args: &Args) -> Result<(), String> {
         // Engines RM bound on the channel, on the subchannels CUDA and we
         // use, in case the binding segments were already overwritten.
         for e in &c.engines {
-            if macuda_tests::capture::qmd_version_for(*e).is_some() {
+            if macuda_hw::qmd::QmdVersion::for_compute_class(*e).is_some() {
                 state.bound[usize::from(macuda_hw::push::SUBCHANNEL_COMPUTE)] = Some(*e);
             } else if e & 0xFF == 0xB5 {
                 state.bound[usize::from(macuda_hw::push::SUBCHANNEL_COPY)] = Some(*e);
@@ -475,7 +475,8 @@ fn ours(
 ) -> Result<String, String> {
     use macuda_submit::encode::{qmd_bytes, Bank0Slot};
     use macuda_submit::{DeviceFormat, LaunchShape};
-    let f = DeviceFormat::for_sm(90).ok_or("no device format for sm_90")?;
+    let f = DeviceFormat::for_device(90, macuda_hw::methods::compute::HOPPER_COMPUTE_A)
+        .ok_or("no device format for sm_90")?;
     let desc = macuda_submit::KernelDesc {
         name: kernel.name.clone(),
         // Where the code sits does not matter for the comparison.
