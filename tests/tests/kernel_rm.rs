@@ -858,3 +858,98 @@ fn against_the_fake_module_mappings_take_a_fresh_node_each() {
         })
     ));
 }
+
+// The fake's rules against the real module's: the same requests, each
+// accepted or refused, must get the same answer from both.
+
+/// Requests on either side of a rule the fake module enforces, each with
+/// whether RM accepted it.
+fn rule_probes(rm: &KernelRm) -> Vec<(&'static str, bool)> {
+    use macuda_hw::page;
+    let mut out = Vec::new();
+    let mut space = rm.va_space().expect("a VA space");
+    // Huge-page memory: mapped at a VA on its page, and one small page off.
+    let huge = rm.alloc_video(8 << 20).expect("8 MiB of video memory");
+    assert_eq!(huge.page, page::HUGE);
+    let base = space.take_va(huge.bytes + page::HUGE, page::HUGE).unwrap();
+    let on_page = rm.map_gpu(&space, huge.handle, base, huge.bytes);
+    out.push((
+        "huge-page memory mapped at a VA on its page",
+        on_page.is_ok(),
+    ));
+    // In the free huge page reserved past the first mapping, a small page in.
+    let off_page = rm.map_gpu(
+        &space,
+        huge.handle,
+        base + huge.bytes + page::SMALL,
+        page::HUGE,
+    );
+    out.push((
+        "huge-page memory mapped a small page off its page",
+        off_page.is_ok(),
+    ));
+    // A range over one already mapped.
+    let overlap = rm.map_gpu(&space, huge.handle, base + page::HUGE, page::HUGE);
+    out.push(("a mapping over a mapped range", overlap.is_ok()));
+    // Small-page memory at a small-page VA.
+    let small = rm.alloc_video(64 << 10).expect("64 KiB of video memory");
+    assert_eq!(small.page, page::SMALL);
+    let va = space.take_va(small.bytes, page::SMALL).unwrap();
+    let mapped = rm.map_gpu(&space, small.handle, va, small.bytes);
+    out.push((
+        "small-page memory mapped at a small-page VA",
+        mapped.is_ok(),
+    ));
+    // Objects: a class nobody has, a context share under the device (its
+    // parent must be a channel group), a free of a handle never made.
+    let no_class = rm.alloc::<()>(rm.device(), 0xDEAD, None);
+    out.push(("an object of an unknown class", no_class.is_ok()));
+    let share = rm.alloc::<()>(rm.device(), class::FERMI_CONTEXT_SHARE_A, None);
+    out.push(("a context share under the device", share.is_ok()));
+    let free = rm.free(rm.device(), 0x5EED_0001);
+    out.push(("a free of a handle never allocated", free.is_ok()));
+    for (va, bytes) in [(base, huge.bytes), (va, small.bytes)] {
+        let _ = rm.unmap_gpu(&space, va, bytes);
+    }
+    out
+}
+
+#[test]
+fn against_the_fake_module_the_rule_probes_run() {
+    let fake = FakeRm::new(FakeModule::h200());
+    let rm = KernelRm::open(Arc::new(fake), 0).unwrap();
+    let got = rule_probes(&rm);
+    // What the fake says; the test below holds it to the real module.
+    let want = [true, false, false, true, false, false, false];
+    assert_eq!(
+        got.iter().map(|(_, ok)| *ok).collect::<Vec<_>>(),
+        want,
+        "{got:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
+fn the_fake_module_accepts_and_refuses_what_the_real_one_does() {
+    require_gpu();
+    let real = rule_probes(&KernelRm::open(Arc::new(DeviceFiles), 0).unwrap());
+    let fake = rule_probes(&KernelRm::open(Arc::new(FakeRm::new(FakeModule::h200())), 0).unwrap());
+    let differ: Vec<String> = real
+        .iter()
+        .zip(&fake)
+        .filter(|(r, f)| r.1 != f.1)
+        .map(|(r, f)| format!("{}: the module {}, the fake {}", r.0, say(r.1), say(f.1)))
+        .collect();
+    for (name, ok) in &real {
+        eprintln!("{name}: the module {}", say(*ok));
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+fn say(accepted: bool) -> &'static str {
+    if accepted {
+        "accepts"
+    } else {
+        "refuses"
+    }
+}
