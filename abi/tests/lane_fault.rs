@@ -50,9 +50,8 @@ fn launches_after_the_submit_actor_died_are_refused_not_stuck() {
     };
     // Healthy first: a launch and its sync.
     assert_eq!(launch(&mut args), CudaError::SUCCESS);
-    // SAFETY: the legacy default stream.
     assert_eq!(
-        unsafe { cudaStreamSynchronize(std::ptr::null_mut()) },
+        cudaStreamSynchronize(std::ptr::null_mut()),
         CudaError::SUCCESS
     );
 
@@ -62,8 +61,7 @@ fn launches_after_the_submit_actor_died_are_refused_not_stuck() {
         .faults
         .install("submit", FaultPlan::new(FaultAction::Panic, 1))
         .unwrap();
-    // SAFETY: as above.
-    let sync = unsafe { cudaStreamSynchronize(std::ptr::null_mut()) };
+    let sync = cudaStreamSynchronize(std::ptr::null_mut());
     assert_ne!(sync, CudaError::SUCCESS, "the sync that killed the actor");
 
     // Four lanes' worth of launches: each refused, none stuck.
