@@ -4,6 +4,7 @@
 //! tree and GPU the test can read back the same way.
 
 pub mod capture;
+pub mod direct_rm;
 pub mod engines;
 pub mod fake_rm;
 pub mod fake_tinygpu;

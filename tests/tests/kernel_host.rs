@@ -8,6 +8,7 @@ use macuda_gsp::RmBackend;
 use macuda_hw::rm::{MmuFaultEntry, SmErrorState};
 use macuda_submit::{LaneItem, LaunchRecord, SubmitError};
 use macuda_supervisor::{Host, HostError};
+use macuda_tests::direct_rm::DirectPath;
 use macuda_tests::fake_rm::{ArmedFault, GpuEvent};
 use macuda_tests::KernelWorld;
 use std::time::Duration;

@@ -6,6 +6,7 @@
 use macuda_gsp::kernel::KernelRmError;
 use macuda_gsp::kernel::{cards, DeviceFiles, KernelRm, CTL_NODE, DRIVER_MAJOR};
 use macuda_hw::rm::{class, control};
+use macuda_tests::direct_rm::DirectPath;
 use macuda_tests::fake_rm::{FakeModule, FakeRm, MISSING_PARENT, NOT_SUPPORTED, WRONG_PARAMS_SIZE};
 use std::sync::Arc;
 
@@ -135,8 +136,8 @@ struct Gpu {
     space: macuda_gsp::kernel::GpuVaSpace,
     compute_class: u32,
     copy_class: u32,
-    compute: macuda_gsp::kernel::GpfifoChannel,
-    copy: macuda_gsp::kernel::GpfifoChannel,
+    compute: macuda_tests::direct_rm::GpfifoChannel,
+    copy: macuda_tests::direct_rm::GpfifoChannel,
     group: macuda_gsp::kernel::ChannelGroup,
     /// The debugger object on the compute channel's engine.
     debugger: u32,
@@ -215,7 +216,7 @@ fn copy_and_compute_channels_release_semaphores_the_host_sees() {
         unsafe { std::ptr::write_volatile(sem_map.as_ptr().add(at).cast::<u64>(), 0) };
     }
     let mut place = 0usize;
-    let mut submit = |ch: &mut macuda_gsp::kernel::GpfifoChannel, pb: &PushBuffer| {
+    let mut submit = |ch: &mut macuda_tests::direct_rm::GpfifoChannel, pb: &PushBuffer| {
         let bytes: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
         // SAFETY: inside the command buffer's mapping (64 KiB, two small
         // push buffers).
