@@ -49,6 +49,14 @@ for model in "$@"; do
   ref=${runs[0]}
   same=0
   differ=()
+  # Stock's first run is the reference; it must have decoded something
+  # (an empty text would compare equal to another empty one).
+  decoded=$(sed -n 's/.*decoded \([0-9]*\) tokens.*/\1/p' "$ref.err" | head -1)
+  if [ ! -s "$ref.txt" ] || [ -z "$decoded" ] || [ "$decoded" -eq 0 ]; then
+    bad=$((bad + 1))
+    echo "$name: stock decoded nothing (exit $(cat "$ref.rc")): no reference to compare with" | tee -a "$summary"
+    continue
+  fi
   for f in "${runs[@]}"; do
     if [ "$(cat "$f.rc")" = 0 ] && cmp -s "$ref.txt" "$f.txt"; then
       same=$((same + 1))
@@ -56,7 +64,6 @@ for model in "$@"; do
       differ+=("$(basename "$f") (exit $(cat "$f.rc"))")
     fi
   done
-  decoded=$(sed -n 's/.*decoded \([0-9]*\) tokens.*/\1/p' "$ref.err" | head -1)
   speed_s=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.stock-graphs-on.1.err" | head -1)
   speed_o=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.ours-graphs-on.1.err" | head -1)
   echo "$name: ${decoded:-?} tokens; $same of ${#runs[@]} runs print stock's text byte for byte (llama-simple t/s: stock ${speed_s:-?}, ours ${speed_o:-?})" \
