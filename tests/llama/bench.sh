@@ -6,8 +6,9 @@
 #   tests/llama/bench.sh BUILD LIBDIR OUTDIR MODEL...
 #
 # OURS_ENV as for ops.sh. Writes OUTDIR/bench-NAME.SIDE.ROUND.json and
-# appends the table to OUTDIR/bench.txt.
-set -u
+# appends the table to OUTDIR/bench.txt. Exit 1 when a side measured
+# nothing for a test.
+set -u -o pipefail
 build=$1
 lib=$2
 out=$3
@@ -28,6 +29,7 @@ done
 python3 - "$out" "$@" <<'EOF' | tee -a "$out/bench.txt"
 import json, os, sys
 out = sys.argv[1]
+missing = 0
 print(f"{'model':<28} {'test':<6} {'stock t/s':>10} {'ours t/s':>10} {'ours/stock':>10}")
 for model in sys.argv[2:]:
     name = os.path.basename(model)[:-len(".gguf")] if model.endswith(".gguf") else os.path.basename(model)
@@ -45,5 +47,7 @@ for model in sys.argv[2:]:
     for test in ("pp512", "tg128"):
         s, o = best.get((test, "stock")), best.get((test, "ours"))
         ratio = f"{o / s:.2f}" if s and o else "missing"
+        missing += not (s and o)
         print(f"{name:<28} {test:<6} {s or 0:>10.1f} {o or 0:>10.1f} {ratio:>10}")
+sys.exit(1 if missing else 0)
 EOF
