@@ -137,6 +137,54 @@ fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
     }
 }
 
+/// A ring of 8 entries and chains of one launch: every eighth push buffer
+/// finds the ring full, waits on the timeline for the oldest fetch and
+/// frees what the engine took; all 100 launches run, in order.
+#[test]
+fn a_full_ring_waits_for_the_engine_and_every_launch_runs() {
+    let mut world = KernelWorld::new(Duration::from_secs(10));
+    world.config.submit.gpfifo_entries = 8;
+    world.config.submit.chain_depth = 1;
+    let host = world.start();
+    let v = load_vector_add(&host);
+    let bufs: Vec<_> = (0..3)
+        .map(|_| host.call(|s| s.memory.alloc_device(4 * 1024)).unwrap())
+        .collect();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let launches = 100usize;
+    for i in 0..launches {
+        let l = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i as i32);
+        lane.launch(macuda_submit::lane_launch(stream, &l)).unwrap();
+    }
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let stats = host.call(|s| s.submit.stats()).unwrap();
+    assert!(
+        stats.gp_entries > 8 * 4,
+        "the ring wrapped several times: {} entries",
+        stats.gp_entries
+    );
+    let m = world.fake.0.lock();
+    let banks: Vec<&Vec<u8>> = m
+        .gpu_log
+        .iter()
+        .filter_map(|e| match e {
+            GpuEvent::Kernel { bank0, .. } => Some(bank0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(banks.len(), launches);
+    let base = v.info.param_base as usize;
+    for (i, bank0) in banks.iter().enumerate() {
+        let want = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i as i32);
+        assert_eq!(
+            &bank0[base..base + want.params.len()],
+            &want.params[..],
+            "launch {i}: its own parameters, in order"
+        );
+    }
+}
+
 #[test]
 fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
     let world = KernelWorld::new(Duration::from_secs(10));

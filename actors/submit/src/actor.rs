@@ -699,20 +699,14 @@ impl SubmitActor {
             self.commands.retire(queue, done);
         }
         self.stats.command_bytes += len;
-        let q = match kind {
-            QueueKind::Compute => &mut self.compute,
-            QueueKind::Copy => &mut self.copy,
-        };
+        let q = self.queue_mut(kind);
         // CAST: a push buffer is far below 2^21 dwords.
         let entry =
             GpEntry::subroutine(at, pb.words().len() as u32).map_err(SubmitError::Format)?;
         if q.ring.free() == 0 {
             self.make_room(kind)?;
         }
-        let q = match kind {
-            QueueKind::Compute => &mut self.compute,
-            QueueKind::Copy => &mut self.copy,
-        };
+        let q = self.queue_mut(kind);
         let slot = q.ring.claim().map_err(SubmitError::Ring)?;
         q.fetched_at.push_back(q.issued);
         let (entry_address, put, userd, issued, name, token) = (
@@ -763,10 +757,7 @@ impl SubmitActor {
                 self.arena.retire(u64::MAX);
                 self.dropped_through = self.compute.issued;
                 self.copy_dropped_through = self.copy.issued;
-                let q = match kind {
-                    QueueKind::Compute => &mut self.compute,
-                    QueueKind::Copy => &mut self.copy,
-                };
+                let q = self.queue_mut(kind);
                 let put = q.ring.put();
                 let _ = q.ring.update_get(put);
                 q.fetched_at.clear();
@@ -912,60 +903,45 @@ impl SubmitActor {
             .map_err(SubmitError::Memory)
     }
 
-    /// A full ring: learn from the queue's timeline how far the engine got
-    /// and free the entries it fetched, waiting for at least one.
+    /// A full ring: wait on the queue's timeline for the oldest fetch still
+    /// outstanding, then free every entry the engine fetched by then.
     fn make_room(&mut self, kind: QueueKind) -> Result<(), SubmitError> {
-        let started = Instant::now();
-        let r = self.make_room_untimed(kind);
-        self.note_wait(started);
-        r
+        let oldest =
+            self.queue(kind)
+                .fetched_at
+                .front()
+                .copied()
+                .ok_or(SubmitError::Invariant {
+                    reason: "a full ring with nothing in flight",
+                })?;
+        let done = self.wait_timeline(kind, oldest)?;
+        let q = self.queue_mut(kind);
+        let mut fetched = 0u32;
+        while q.fetched_at.front().is_some_and(|&v| v <= done) {
+            q.fetched_at.pop_front();
+            fetched += 1;
+        }
+        let get = (q.ring.get() + fetched) & (q.ring.entries() - 1);
+        q.ring.update_get(get).map_err(SubmitError::Ring)
     }
 
-    fn make_room_untimed(&mut self, kind: QueueKind) -> Result<(), SubmitError> {
-        let started = Instant::now();
-        let mut next_check = FAULT_CHECK_FIRST;
-        loop {
-            if started.elapsed() >= next_check {
-                self.check_fault(false)?;
-                next_check = started.elapsed() + FAULT_CHECK_EVERY;
-            }
-            let done = self.completed(kind)?;
-            let q = match kind {
-                QueueKind::Compute => &mut self.compute,
-                QueueKind::Copy => &mut self.copy,
-            };
-            let mut fetched = 0u32;
-            while q.fetched_at.front().is_some_and(|&v| v <= done) {
-                q.fetched_at.pop_front();
-                fetched += 1;
-            }
-            if fetched > 0 {
-                let get = (q.ring.get() + fetched) & (q.ring.entries() - 1);
-                return q.ring.update_get(get).map_err(SubmitError::Ring);
-            }
-            if started.elapsed() > self.config.sync_timeout {
-                self.check_fault(true)?;
-                let q = match kind {
-                    QueueKind::Compute => &self.compute,
-                    QueueKind::Copy => &self.copy,
-                };
-                return Err(SubmitError::Stuck {
-                    queue: q.name,
-                    value: q.fetched_at.front().copied().unwrap_or(done),
-                    after_ms: u64::try_from(self.config.sync_timeout.as_millis())
-                        .unwrap_or(u64::MAX),
-                });
-            }
-            std::thread::yield_now();
+    fn queue(&self, kind: QueueKind) -> &Queue {
+        match kind {
+            QueueKind::Compute => &self.compute,
+            QueueKind::Copy => &self.copy,
+        }
+    }
+
+    fn queue_mut(&mut self, kind: QueueKind) -> &mut Queue {
+        match kind {
+            QueueKind::Compute => &mut self.compute,
+            QueueKind::Copy => &mut self.copy,
         }
     }
 
     /// The value a queue's timeline semaphore holds: what the GPU wrote.
     fn completed(&mut self, q: QueueKind) -> Result<u64, SubmitError> {
-        let address = match q {
-            QueueKind::Compute => self.compute.semaphore,
-            QueueKind::Copy => self.copy.semaphore,
-        };
+        let address = self.queue(q).semaphore;
         if let Some((w, off)) = self.window(address, SEMAPHORE_PAYLOAD_BYTES) {
             return w
                 .view
@@ -1066,10 +1042,7 @@ impl SubmitActor {
             if started.elapsed() > self.config.sync_timeout {
                 self.check_fault(true)?;
                 return Err(SubmitError::Stuck {
-                    queue: match kind {
-                        QueueKind::Compute => self.compute.name,
-                        QueueKind::Copy => self.copy.name,
-                    },
+                    queue: self.queue(kind).name,
                     value,
                     after_ms: u64::try_from(self.config.sync_timeout.as_millis())
                         .unwrap_or(u64::MAX),
