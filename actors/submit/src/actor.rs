@@ -1,4 +1,5 @@
 use crate::arena::{ArenaError, DescriptorArena, MirrorStore};
+use crate::command::{CommandRegion, CommandSpan, COMMAND_BYTES};
 use crate::encode::{
     qmd_bytes, Bank0Slot, ChainTuning, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape,
     CBANK0_ALIGN, QMD_ALIGN,
@@ -7,7 +8,9 @@ use crate::error::SubmitError;
 use crate::lane::{
     EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
 };
+use crate::local::{LocalMemory, LocalSize};
 use crate::pushbuf::PushBuffer;
+use crate::queue::{Queue, QueueKind};
 use crate::ring::GpFifoRing;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{
@@ -191,76 +194,6 @@ actor_protocol! {
     ChannelInfo => fn channels() -> Channels;
 }
 
-/// One hardware queue: a GPFIFO ring, its 64-bit timeline semaphore, and
-/// the push buffer being filled for the next submission.
-struct Queue {
-    name: &'static str,
-    ring: GpFifoRing,
-    /// Where the ring's entries live on the GPU.
-    ring_address: u64,
-    /// The USERD block software and Host exchange GP_PUT / GP_GET through.
-    userd: u64,
-    /// Work token for the doorbell. The null RM has no channels, so there it
-    /// is a fixed number; real backends take it from RM.
-    token: u32,
-    semaphore: u64,
-    /// The last value handed out; the GPU writes it when the work is done.
-    issued: u64,
-    /// Per entry between GP_GET and GP_PUT, oldest first: the timeline
-    /// value whose arrival proves the engine fetched it (every push buffer
-    /// ends with, or comes before, the release of the value issued with it).
-    fetched_at: std::collections::VecDeque<u64>,
-    pending: PushBuffer,
-}
-
-/// Where push buffers go: a ring of command memory in video memory, written
-/// by the CPU directly (the register path), never through the descriptor
-/// shadow: the engine must find them in place.
-struct CommandRegion {
-    base: u64,
-    bytes: u64,
-    cursor: u64,
-    /// Push buffers the engines may not have run yet, oldest first: the
-    /// region wraps onto them only once their queue's timeline passed.
-    in_flight: std::collections::VecDeque<CommandSpan>,
-}
-
-struct CommandSpan {
-    start: u64,
-    end: u64,
-    queue: QueueKind,
-    /// The queue's timeline value written after this push buffer ran.
-    value: u64,
-}
-
-impl CommandRegion {
-    fn place(&mut self, len: u64) -> Result<u64, SubmitError> {
-        if len > self.bytes {
-            return Err(SubmitError::CommandTooLarge { bytes: len });
-        }
-        if self.cursor + len > self.bytes {
-            self.cursor = 0;
-        }
-        let at = self.base + self.cursor;
-        self.cursor = (self.cursor + len).next_multiple_of(16);
-        Ok(at)
-    }
-
-    /// A push buffer still unread where `[at, at + len)` would go.
-    fn blocker(&self, at: u64, len: u64) -> Option<(QueueKind, u64)> {
-        self.in_flight
-            .iter()
-            .find(|s| s.start < at + len && at < s.end)
-            .map(|s| (s.queue, s.value))
-    }
-
-    /// The queue's timeline reached `done`: its push buffers up to there ran.
-    fn retire(&mut self, queue: QueueKind, done: u64) {
-        self.in_flight
-            .retain(|s| s.queue != queue || s.value > done);
-    }
-}
-
 /// Which kernel's bank-0 template each launch of the current and the last
 /// token left in the shadow. Descriptors restart at a standstill, so when a
 /// token repeats the last one launch for launch, launch k's slot still holds
@@ -408,7 +341,6 @@ enum Stamp {
     Host { ns: u64 },
 }
 
-const COMMAND_BYTES: u64 = 2 << 20;
 /// Semaphore memory: two 64-bit timelines, 16 bytes apart, then one stamp
 /// slot per event id that can be timed.
 const STAMPS_OFFSET: u64 = 4096;
@@ -1076,12 +1008,6 @@ fn compute_allowed(chain_flush: Option<&'static str>) -> Result<(), SubmitError>
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QueueKind {
-    Compute,
-    Copy,
-}
-
 impl SubmitService for SubmitActor {
     fn create_stream(&mut self) -> Result<StreamId, SubmitError> {
         self.next_stream += 1;
@@ -1371,29 +1297,10 @@ impl MirrorStore for PinnedMirror {
     }
 }
 
-/// The channel's shader local memory: what per-thread size it covers.
-#[derive(Default)]
-struct LocalMemory {
-    per_thread: u32,
-    buffers: Vec<DeviceBuffer>,
-}
-
 /// A sync point waits this long before it first asks RM about a fault,
 /// then asks this often.
 const FAULT_CHECK_FIRST: Duration = Duration::from_millis(2);
 const FAULT_CHECK_EVERY: Duration = Duration::from_millis(20);
-
-/// Local memory per thread is handed out in these steps (the channel's
-/// size is rebuilt only when a kernel needs more).
-const LOCAL_PER_THREAD_STEP: u32 = 0x200;
-/// Lanes of a warp.
-const WARP_LANES: u64 = 32;
-/// One warp's local memory is rounded to this (tinygrad's rule, which met
-/// SKED's check on the H200), a TPC's to the next.
-const LOCAL_WARP_GRANULE: u64 = 0x200;
-const LOCAL_TPC_GRANULE: u64 = 0x8000;
-/// The whole local-memory buffer is rounded to this.
-const LOCAL_BUFFER_GRANULE: u64 = 128 << 10;
 
 impl SubmitActor {
     /// What a fresh channel needs before its first work: the engine
@@ -1429,14 +1336,11 @@ impl SubmitActor {
         if per_thread <= self.local.per_thread {
             return Ok(());
         }
-        let per_thread = per_thread.next_multiple_of(LOCAL_PER_THREAD_STEP);
-        let g = self.channels.gr;
-        let per_tpc = (u64::from(per_thread) * WARP_LANES).next_multiple_of(LOCAL_WARP_GRANULE)
-            * u64::from(g.max_warps_per_sm)
-            * u64::from(g.sms_per_tpc);
-        let per_tpc = per_tpc.next_multiple_of(LOCAL_TPC_GRANULE);
-        let total = (per_tpc * u64::from(g.tpcs_per_gpc) * u64::from(g.gpcs))
-            .next_multiple_of(LOCAL_BUFFER_GRANULE);
+        let LocalSize {
+            per_thread,
+            per_tpc,
+            total,
+        } = LocalSize::for_threads(per_thread, self.channels.gr);
         let buffer = self
             .memory
             .alloc_device(total)

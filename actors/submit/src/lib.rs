@@ -18,10 +18,13 @@
 
 mod actor;
 pub mod arena;
+mod command;
 pub mod encode;
 mod error;
 pub mod lane;
+mod local;
 pub mod pushbuf;
+mod queue;
 pub mod ring;
 
 pub use actor::{
