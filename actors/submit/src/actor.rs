@@ -1387,6 +1387,63 @@ struct Regions {
     userd: DeviceBuffer,
 }
 
+impl Regions {
+    /// The regions this actor keeps for its whole life, from memory.
+    fn allocate(memory: &MemoryHandle, submit: &SubmitConfig) -> Result<Regions, SubmitError> {
+        let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
+        let alloc = |bytes| memory.alloc_device(bytes).map_err(SubmitError::Memory);
+        Ok(Regions {
+            descriptors: alloc(submit.descriptor_bytes)?,
+            commands: alloc(COMMAND_BYTES)?,
+            semaphores: alloc(SEMAPHORE_BYTES)?,
+            rings: alloc(2 * ring_bytes)?,
+            // Our model of each channel's USERD; RM's channel object reads
+            // GP_PUT from it.
+            userd: alloc(2 * USERD_BYTES)?,
+        })
+    }
+}
+
+/// The regions this actor writes itself, where the CPU can reach them
+/// directly (the descriptor region is written by the copy engine).
+fn cpu_windows(memory: &MemoryHandle, r: &Regions) -> Result<Vec<DeviceWindow>, SubmitError> {
+    let mut windows = Vec::new();
+    for b in [&r.commands, &r.semaphores, &r.rings, &r.userd] {
+        if let Some(w) = memory.cpu_window(b.va).map_err(SubmitError::Memory)? {
+            windows.push(w);
+        }
+    }
+    Ok(windows)
+}
+
+/// The descriptor mirror and its GPU address: pinned host memory the copy
+/// engine reads through the GPU's address space. The null device has none:
+/// descriptors still go shadow -> mirror on the host, and the copies name
+/// address 0, never submitted. Host memory without a GPU address cannot
+/// be the mirror.
+fn descriptor_mirror(
+    memory: &MemoryHandle,
+    bytes: u64,
+) -> Result<(u64, Box<dyn MirrorStore>), SubmitError> {
+    match memory.alloc_host(bytes) {
+        Ok(h) => match (h.va, h.view) {
+            (Some(va), Some(view)) if view.len() >= bytes => {
+                Ok((va, Box::new(PinnedMirror { view })))
+            }
+            _ => Err(SubmitError::MirrorUnmapped {
+                bus: h
+                    .dma
+                    .and_then(|d| d.segments.first().map(|s| s.bus_addr))
+                    .unwrap_or(0),
+            }),
+        },
+        Err(e) if matches!(&e, macuda_memory::MemoryError::Pci(p) if p.is_refusal()) => {
+            Ok((0, Box::new(vec![0u8; bytes as usize])))
+        }
+        Err(e) => Err(SubmitError::Memory(e)),
+    }
+}
+
 fn ring_specs(r: &Regions, entries: u32) -> ChannelSetup {
     let ring_bytes = u64::from(entries) * ENTRY_BYTES;
     let handle = |b: &DeviceBuffer| b.rm_handle.unwrap_or(ObjectHandle::NONE);
@@ -1422,53 +1479,9 @@ pub fn spawn(
     gsp: GspHandle,
 ) -> Result<(SubmitHandle, ActorJoin), SubmitError> {
     let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
-    let alloc = |bytes| memory.alloc_device(bytes).map_err(SubmitError::Memory);
-    let regions = Regions {
-        descriptors: alloc(submit.descriptor_bytes)?,
-        commands: alloc(COMMAND_BYTES)?,
-        semaphores: alloc(SEMAPHORE_BYTES)?,
-        rings: alloc(2 * ring_bytes)?,
-        // Our model of each channel's USERD; RM's channel object reads
-        // GP_PUT from it.
-        userd: alloc(2 * USERD_BYTES)?,
-    };
-    // The regions this actor writes itself, where the CPU can reach them
-    // directly (the descriptor region is written by the copy engine).
-    let mut windows = Vec::new();
-    for b in [
-        &regions.commands,
-        &regions.semaphores,
-        &regions.rings,
-        &regions.userd,
-    ] {
-        if let Some(w) = memory.cpu_window(b.va).map_err(SubmitError::Memory)? {
-            windows.push(w);
-        }
-    }
-    // The mirror is pinned host memory the copy engine reads through the
-    // GPU's address space. The null device has none: descriptors still go
-    // shadow -> mirror on the host, and the copies name address 0, never
-    // submitted. Host memory without a GPU address cannot be the mirror.
-    let (mirror_va, mirror): (u64, Box<dyn MirrorStore>) =
-        match memory.alloc_host(submit.descriptor_bytes) {
-            Ok(h) => match (h.va, h.view) {
-                (Some(va), Some(view)) if view.len() >= submit.descriptor_bytes => {
-                    (va, Box::new(PinnedMirror { view }))
-                }
-                _ => {
-                    return Err(SubmitError::MirrorUnmapped {
-                        bus: h
-                            .dma
-                            .and_then(|d| d.segments.first().map(|s| s.bus_addr))
-                            .unwrap_or(0),
-                    })
-                }
-            },
-            Err(e) if matches!(&e, macuda_memory::MemoryError::Pci(p) if p.is_refusal()) => {
-                (0, Box::new(vec![0u8; submit.descriptor_bytes as usize]))
-            }
-            Err(e) => return Err(SubmitError::Memory(e)),
-        };
+    let regions = Regions::allocate(&memory, &submit)?;
+    let windows = cpu_windows(&memory, &regions)?;
+    let (mirror_va, mirror) = descriptor_mirror(&memory, submit.descriptor_bytes)?;
     let (waker, parking) = wake_pair();
     let setup = ring_specs(&regions, submit.gpfifo_entries);
     let channels = gsp.create_channels(setup).map_err(SubmitError::Gsp)?;
