@@ -6,16 +6,13 @@
 use crate::error::CudaError;
 use crate::hash::AddressMap;
 use crate::names::NameIndex;
-use macuda_loader::fatbin::{Fatbin, FatbinWrapper, WRAPPER_LEN};
+use macuda_loader::fatbin::{Fatbin, FatbinWrapper, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use macuda_loader::module::ModuleError;
 use macuda_loader::{FunctionInfo, GlobalInfo, LoaderError, ModuleId};
 use macuda_submit::KernelId;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
-
-/// Bytes of a fatbin container's header: enough to learn its length.
-const CONTAINER_HEADER_LEN: usize = 16;
 
 /// A registered fat binary.
 pub struct ModuleEntry {
