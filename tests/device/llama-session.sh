@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The first command of a device session for the llama.cpp gate, on the
+# GPU machine from the repository root, with target/travel.tgz carried
+# (tests/device/pack.sh): unpacks it, starts tests/llama/gate.sh in the
+# background (GATE_PARTS as the caller sets them), runs the GPU tests of
+# tests/tests/gpu.rs and kernel_rm.rs while llama.cpp builds (the build
+# needs only the CPUs), then waits for the gate up to WAIT seconds
+# (default 240). Later commands wait again with
+#
+#   bash tests/llama/gate-wait.sh 560 "$OUT"
+#
+# until it exits 0 (done); it exits 3 at once on a fresh machine (the last
+# one was given back), where this script must run again. Results in OUT
+# (default device-out): gpu.txt, kernel_rm.txt, gate.tgz, summary.txt,
+# progress.txt.
+set -u
+cd "$(dirname "$0")/../.."
+out=${OUT:-device-out}
+mkdir -p "$out"
+if [ -e target/travel.tgz ]; then
+  tar xzf target/travel.tgz || { echo "target/travel.tgz does not unpack"; exit 1; }
+fi
+if [ -e "${GATE_OUT:-/tmp/macuda-gate}/progress.txt" ]; then
+  echo "a gate already ran or runs on this machine: waiting for it instead"
+else
+  setsid nohup bash tests/llama/gate.sh >/tmp/macuda-gate.log 2>&1 </dev/null &
+fi
+export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
+mkdir -p "$MACUDA_REPORT_DIR"
+for t in gpu kernel_rm; do
+  timeout --kill-after=5 300 "target/device/$t" --include-ignored --nocapture --test-threads=1 \
+    >"$out/$t.txt" 2>&1
+  echo "$t: exit $? ($(grep -h '^test result' "$out/$t.txt" | tail -1))"
+done
+bash tests/llama/gate-wait.sh "${WAIT:-240}" "$out"
