@@ -5,6 +5,7 @@ use crate::encode::{
     CBANK0_ALIGN, QMD_ALIGN,
 };
 use crate::error::SubmitError;
+use crate::events::{EventSlot, EventTable, Stamp};
 use crate::lane::{
     EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
 };
@@ -296,10 +297,8 @@ struct SubmitActor {
     /// arrived (the bug the seed notes tell of, where the timeline went
     /// backwards by a chain's length).
     chain_flush: Option<&'static str>,
-    /// Per event id: its last record, and where its time is.
-    events: Vec<EventSlot>,
-    /// Ids of destroyed events, for reuse.
-    free_events: Vec<u32>,
+    /// Every event by id: its last record, and where its time is.
+    events: EventTable,
     /// The clock host stamps count from (where the device executes
     /// nothing and cannot stamp).
     started: Instant,
@@ -320,25 +319,6 @@ struct SubmitActor {
     recent: std::collections::VecDeque<Submission>,
     tokens: TokenTemplates,
     stats: SubmitStats,
-}
-
-/// One event's state.
-#[derive(Debug, Clone, Copy, Default)]
-struct EventSlot {
-    live: bool,
-    /// The (compute, copy) timeline values its last record follows.
-    record: Option<(u64, u64)>,
-    /// Where the last timed record's time is.
-    stamp: Option<Stamp>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Stamp {
-    /// The compute queue releases `value`, then the engine's clock, into
-    /// the event's stamp slot.
-    Gpu { value: u64 },
-    /// The device declined the work: the host's clock at the record.
-    Host { ns: u64 },
 }
 
 /// Semaphore memory: two 64-bit timelines, 16 bytes apart, then one stamp
@@ -762,18 +742,13 @@ impl SubmitActor {
             None
         };
         let record = (self.compute.issued, self.copy.issued);
-        let slot = &mut self.events[event.0 as usize];
-        slot.record = Some(record);
-        slot.stamp = stamp;
+        self.events.record(event, record, stamp)?;
         self.stats.events += 1;
         Ok(())
     }
 
     fn live_event(&self, event: EventId) -> Result<&EventSlot, SubmitError> {
-        self.events
-            .get(event.0 as usize)
-            .filter(|e| e.live)
-            .ok_or(SubmitError::NoSuchEvent(event))
+        self.events.live(event)
     }
 
     fn stamp_address(&self, event: EventId) -> u64 {
@@ -1094,29 +1069,12 @@ impl SubmitService for SubmitActor {
     }
 
     fn create_event(&mut self) -> Result<EventId, SubmitError> {
-        let id = match self.free_events.pop() {
-            Some(id) => id,
-            None => {
-                let id = u32::try_from(self.events.len()).map_err(|_| SubmitError::Invariant {
-                    reason: "too many events",
-                })?;
-                self.events.push(EventSlot::default());
-                id
-            }
-        };
-        self.events[id as usize] = EventSlot {
-            live: true,
-            ..EventSlot::default()
-        };
-        Ok(EventId(id))
+        self.events.create()
     }
 
     fn destroy_event(&mut self, event: EventId) -> Result<(), SubmitError> {
         self.drain_lane();
-        self.live_event(event)?;
-        self.events[event.0 as usize] = EventSlot::default();
-        self.free_events.push(event.0);
-        Ok(())
+        self.events.destroy(event)
     }
 
     fn query_event(&mut self, event: EventId) -> Result<bool, SubmitError> {
@@ -1550,8 +1508,7 @@ pub fn spawn(
         prev: None,
         head_qmd: None,
         chain_flush: None,
-        events: Vec::new(),
-        free_events: Vec::new(),
+        events: EventTable::default(),
         started: Instant::now(),
         refusal: None,
         dropped_through: 0,

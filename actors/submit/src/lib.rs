@@ -21,6 +21,7 @@ pub mod arena;
 mod command;
 pub mod encode;
 mod error;
+mod events;
 pub mod lane;
 mod local;
 pub mod pushbuf;
