@@ -14,18 +14,23 @@ mod actor;
 mod error;
 mod fault;
 mod handle;
+mod info;
 pub mod kernel;
+mod module_rm;
+mod null_rm;
 mod objects;
+mod resources;
+mod rm;
 mod view;
 
-pub use actor::{
-    spawn, ChannelInfo, ChannelSetup, Channels, ComputeFacts, DeviceInfo, Doorbell, GrShape,
-    GspHandle, GspRequest, GspService, GspStats, PinnedAlloc, RingSpec, RmBackend, RmChoice,
-    VideoAlloc, NULL_COMPUTE,
-};
+pub use actor::{spawn, GspHandle, GspRequest, GspService, GspStats, RmChoice};
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};
 pub use handle::ObjectHandle;
+pub use info::{ComputeFacts, DeviceInfo, GrShape, RmBackend, NULL_COMPUTE};
 pub use kernel::RmTeardown;
 pub use objects::{ObjectTree, RmObject};
+pub use resources::{
+    ChannelInfo, ChannelSetup, Channels, Doorbell, PinnedAlloc, RingSpec, VideoAlloc,
+};
 pub use view::{CpuView, HostMemory, OutsideView};

@@ -1,0 +1,107 @@
+//! What the stack learns of the device when it opens: identity, memory,
+//! the SM array and the RM behind it.
+
+use crate::handle::ObjectHandle;
+use crate::kernel::GrFacts;
+use macuda_hw::ChipIdentity;
+use macuda_pci::PciIdentity;
+use serde::{Deserialize, Serialize};
+
+/// Which RM answers this actor's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RmBackend {
+    /// No firmware, no kernel module: an object tree kept in software.
+    Null,
+    /// NVIDIA's kernel module: RM through its ioctls, page tables through
+    /// UVM, the GSP firmware run by the module.
+    KernelModule,
+}
+
+impl RmBackend {
+    pub fn describe(self) -> &'static str {
+        match self {
+            RmBackend::Null => "null RM (no firmware)",
+            RmBackend::KernelModule => "NVIDIA kernel module (RM ioctls, UVM page tables)",
+        }
+    }
+}
+
+/// What the rest of the stack needs to know about the opened device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub identity: PciIdentity,
+    pub chip: ChipIdentity,
+    pub vram_bytes: u64,
+    pub rm: RmBackend,
+    /// Objects every later allocation hangs under.
+    pub client: ObjectHandle,
+    pub device: ObjectHandle,
+    pub subdevice: ObjectHandle,
+    /// The marketing name, where RM gives one ("NVIDIA H200").
+    pub name: Option<String>,
+    /// The kernel module's version, on that path.
+    pub driver_version: Option<String>,
+    /// The SM array and memory system, as a CUDA runtime reports them.
+    pub compute: ComputeFacts,
+}
+
+/// What a CUDA runtime reports of a device beyond its identity: the SM
+/// array and the memory system (`cudaDeviceProp`'s per-device fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComputeFacts {
+    /// Video memory a CUDA runtime calls the device's total (RM's heap,
+    /// where RM gives one).
+    pub total_memory: u64,
+    pub sm_count: u32,
+    pub warp_size: u32,
+    pub max_warps_per_sm: u32,
+    pub l2_bytes: u64,
+    pub memory_bus_bits: u32,
+    /// Domain, bus, device and function, where the device has a PCI
+    /// address the host can name.
+    pub pci_location: Option<[u32; 4]>,
+}
+
+/// The null card stands in for an RTX 5090: its published SM count, L2
+/// and memory bus.
+pub const NULL_COMPUTE: ComputeFacts = ComputeFacts {
+    total_memory: 32 << 30,
+    sm_count: 170,
+    warp_size: 32,
+    max_warps_per_sm: 48,
+    l2_bytes: 96 << 20,
+    memory_bus_bits: 512,
+    pci_location: None,
+};
+
+/// The graphics engine's shape: what the channel's shader local memory is
+/// sized by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrShape {
+    pub gpcs: u32,
+    pub tpcs_per_gpc: u32,
+    pub sms_per_tpc: u32,
+    pub max_warps_per_sm: u32,
+}
+
+impl From<GrFacts> for GrShape {
+    fn from(f: GrFacts) -> GrShape {
+        GrShape {
+            gpcs: f.gpcs,
+            tpcs_per_gpc: f.tpcs_per_gpc,
+            sms_per_tpc: f.sms_per_tpc,
+            max_warps_per_sm: f.max_warps_per_sm,
+        }
+    }
+}
+
+/// The null RM has no engine to ask: it answers with the largest shape of
+/// the chips we drive (GB202: 12 GPCs; 9 TPCs per GPC covers GH100's 8x9
+/// slots; 2 SMs per TPC; 64 warps per SM), so sizes built on it are never
+/// too small.
+pub(crate) const NULL_GR_SHAPE: GrShape = GrShape {
+    gpcs: 12,
+    tpcs_per_gpc: 9,
+    sms_per_tpc: 2,
+    max_warps_per_sm: 64,
+};

@@ -1,0 +1,375 @@
+//! NVIDIA's kernel module as the gsp actor's RM: its client, the VA space
+//! UVM manages, the usermode doorbell, and the channel group it schedules.
+
+use crate::error::GspError;
+use crate::fault::{ChannelFault, MmuFault, SmError};
+use crate::handle::ObjectHandle;
+use crate::info::{ComputeFacts, DeviceInfo, GrShape, RmBackend, NULL_GR_SHAPE};
+use crate::kernel::{
+    self, ChannelGroup, ChannelObjects, GpuVaSpace, GrFacts, KernelRm, RingPlacement, RmDriver,
+    RmTeardown, Usermode,
+};
+use crate::objects::RmObject;
+use crate::resources::{
+    ChannelInfo, ChannelSetup, Channels, Doorbell, PinnedAlloc, RingSpec, VideoAlloc,
+};
+use crate::rm::Rm;
+use crate::view::CpuView;
+use macuda_hw::methods::{compute, copy};
+use macuda_hw::{Chip, ChipIdentity};
+use macuda_pci::{BarInfo, PciIdentity};
+use std::sync::Arc;
+
+/// Compute and copy classes we drive, preferred first.
+const COMPUTE_CLASSES: &[u32] = &[
+    compute::BLACKWELL_COMPUTE_B,
+    compute::BLACKWELL_COMPUTE_A,
+    compute::HOPPER_COMPUTE_A,
+];
+const COPY_CLASSES: &[u32] = &[
+    copy::BLACKWELL_DMA_COPY_B,
+    copy::BLACKWELL_DMA_COPY_A,
+    copy::HOPPER_DMA_COPY_A,
+];
+
+/// The kernel path's state. Fields drop in order: channels, then the VA
+/// space (closing UVM drops its registrations), then the client.
+pub(crate) struct ModuleRm {
+    channels: Option<ModuleChannels>,
+    usermode: Arc<Usermode>,
+    space: GpuVaSpace,
+    gr: GrFacts,
+    rm: KernelRm,
+}
+
+struct ModuleChannels {
+    group: ChannelGroup,
+    compute: ChannelObjects,
+    copy: ChannelObjects,
+    debugger: Option<u32>,
+    compute_class: u32,
+    copy_class: u32,
+}
+
+impl ModuleRm {
+    /// GPU `index` of the module, through `driver`'s nodes: the client, its
+    /// VA space and doorbell page, and what the device is.
+    pub(crate) fn open(
+        driver: Arc<dyn RmDriver>,
+        index: u32,
+    ) -> Result<(ModuleRm, DeviceInfo), GspError> {
+        let rm = KernelRm::open(driver, index)?;
+        let identity = rm.identify()?;
+        let space = rm.va_space()?;
+        let usermode = Arc::new(rm.usermode()?);
+        // The engine's shape only sizes shader local memory: without it, a
+        // shape no chip exceeds keeps every launch covered.
+        let gr = rm.gr_facts().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "GR_GET_INFO refused; sizing local memory for the largest engine");
+            GrFacts {
+                gpcs: NULL_GR_SHAPE.gpcs,
+                tpcs_per_gpc: NULL_GR_SHAPE.tpcs_per_gpc,
+                sms_per_tpc: NULL_GR_SHAPE.sms_per_tpc,
+                max_warps_per_sm: NULL_GR_SHAPE.max_warps_per_sm,
+                sm_version: 0,
+                warp_size: 0,
+                cores: 0,
+                cores_per_sm: 0,
+            }
+        });
+        let chip = ChipIdentity {
+            boot_0: 0,
+            boot_42: 0,
+            chip: Chip::from_architecture(
+                identity.architecture >> macuda_hw::rm::ARCHITECTURE_SHIFT,
+                identity.implementation,
+            ),
+        };
+        let card = rm.card();
+        let info = DeviceInfo {
+            identity: PciIdentity {
+                backend: "kernel".to_string(),
+                vendor: identity.pci.vendor_id,
+                device: identity.pci.device_id,
+                revision_and_class: 0,
+                bars: vec![
+                    BarInfo {
+                        index: 0,
+                        bytes: card.reg_size,
+                    },
+                    BarInfo {
+                        index: 1,
+                        bytes: card.fb_size,
+                    },
+                ],
+                chip,
+                // The module booted GSP-RM; it runs under the module.
+                firmware_resident: true,
+            },
+            chip,
+            vram_bytes: identity.vram_bytes,
+            rm: RmBackend::KernelModule,
+            client: ObjectHandle(rm.client()),
+            device: ObjectHandle(rm.device()),
+            subdevice: ObjectHandle(rm.subdevice()),
+            name: Some(identity.name.clone()),
+            driver_version: Some(identity.driver_version.clone()),
+            compute: ComputeFacts {
+                total_memory: if identity.heap_bytes > 0 {
+                    identity.heap_bytes
+                } else {
+                    identity.vram_bytes
+                },
+                sm_count: gr.sm_count(chip.chip.compute_capability().unwrap_or(0)),
+                warp_size: gr.warp_size,
+                max_warps_per_sm: gr.max_warps_per_sm,
+                l2_bytes: identity.l2_bytes,
+                memory_bus_bits: identity.memory_bus_bits,
+                pci_location: Some([
+                    identity.pci.domain,
+                    u32::from(identity.pci.bus),
+                    u32::from(identity.pci.slot),
+                    u32::from(identity.pci.function),
+                ]),
+            },
+        };
+        let rm = ModuleRm {
+            channels: None,
+            usermode,
+            space,
+            gr,
+            rm,
+        };
+        Ok((rm, info))
+    }
+}
+
+impl Rm for ModuleRm {
+    fn alloc(&mut self, parent: ObjectHandle, class: u32) -> Result<ObjectHandle, GspError> {
+        // Objects that need no parameters (memory goes through
+        // alloc_video, channels through create_channels).
+        Ok(ObjectHandle(self.rm.alloc(
+            parent.0,
+            class,
+            None::<&mut ()>,
+        )?))
+    }
+
+    fn free(&mut self, handle: ObjectHandle) -> Result<u32, GspError> {
+        self.rm.free(self.rm.device(), handle.0)?;
+        Ok(1)
+    }
+
+    fn objects(&self) -> Vec<RmObject> {
+        // RM keeps the tree; we do not mirror it.
+        Vec::new()
+    }
+
+    fn alloc_video(&mut self, bytes: u64, va: u64) -> Result<VideoAlloc, GspError> {
+        let k = &mut *self;
+        let video = k.rm.alloc_video(bytes)?;
+        if !va.is_multiple_of(video.page) {
+            let _ = k.rm.free(k.rm.device(), video.handle);
+            return Err(GspError::MisalignedVa {
+                va,
+                align: video.page,
+            });
+        }
+        if let Err(e) = k.rm.map_gpu(&k.space, video.handle, va, video.bytes) {
+            let _ = k.rm.free(k.rm.device(), video.handle);
+            return Err(e.into());
+        }
+        Ok(VideoAlloc {
+            handle: ObjectHandle(video.handle),
+            bytes: video.bytes,
+        })
+    }
+
+    fn alloc_pinned(&mut self, bytes: u64, va: u64) -> Result<PinnedAlloc, GspError> {
+        let k = &mut *self;
+        let pinned = k.rm.pin_host(bytes)?;
+        if let Err(e) = k.rm.map_gpu(&k.space, pinned.handle, va, pinned.bytes) {
+            let _ = k.rm.free(k.rm.device(), pinned.handle);
+            return Err(e.into());
+        }
+        let map: Arc<dyn kernel::RmMapping> = pinned.map;
+        Ok(PinnedAlloc {
+            handle: ObjectHandle(pinned.handle),
+            bytes: pinned.bytes,
+            view: CpuView::new(map),
+        })
+    }
+
+    fn map_cpu(&mut self, handle: ObjectHandle, bytes: u64) -> Result<CpuView, GspError> {
+        let k = &mut *self;
+        let len = usize::try_from(bytes).map_err(|_| GspError::TooLarge { bytes })?;
+        let map = k.rm.map(handle.0, len)?;
+        Ok(CpuView::new(Arc::from(map)))
+    }
+
+    fn free_memory(&mut self, handle: ObjectHandle, va: u64, bytes: u64) -> Result<(), GspError> {
+        let k = &mut *self;
+        // Both steps are tried; the first failure is reported.
+        let unmapped = k.rm.unmap_gpu(&k.space, va, bytes);
+        let freed = k.rm.free(k.rm.device(), handle.0);
+        unmapped?;
+        freed?;
+        Ok(())
+    }
+
+    fn create_channels(&mut self, setup: ChannelSetup) -> Result<Channels, GspError> {
+        let k = &mut *self;
+        if k.channels.is_some() {
+            return Err(GspError::ChannelsExist);
+        }
+        let compute_class = k.rm.pick_class("compute", COMPUTE_CLASSES)?;
+        let copy_class = k.rm.pick_class("copy", COPY_CLASSES)?;
+        let group = k.rm.channel_group(&k.space)?;
+        k.rm.track_group(group.handle);
+        let placement = |r: &RingSpec| RingPlacement {
+            ring_memory: r.ring_memory.0,
+            ring_va: r.ring_va,
+            entries: r.entries,
+            userd_memory: r.userd_memory.0,
+            userd_offset: r.userd_offset,
+        };
+        let built = (|| -> Result<(ChannelObjects, ChannelObjects, Option<u32>), GspError> {
+            // The compute channel first: UVM refuses a group whose first
+            // channel is a copy channel.
+            let compute = k.rm.channel_on(
+                &mut k.space,
+                &group,
+                compute_class,
+                &placement(&setup.compute),
+            )?;
+            let copy =
+                k.rm.channel_on(&mut k.space, &group, copy_class, &placement(&setup.copy))?;
+            // The debugger is for diagnosis only; a module that refuses it
+            // still runs work, and faults are then reported without it.
+            let debugger = match k.rm.debugger(compute.engine) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no debugger object: faults will name the Xid only");
+                    None
+                }
+            };
+            k.rm.schedule(&group)?;
+            Ok((compute, copy, debugger))
+        })();
+        let (compute, copy, debugger) = match built {
+            Ok(parts) => parts,
+            Err(e) => {
+                // Freeing the group frees the channels made so far.
+                k.rm.untrack_group(group.handle);
+                let _ = k.rm.free(k.rm.device(), group.handle);
+                return Err(e);
+            }
+        };
+        let ch = ModuleChannels {
+            group,
+            compute,
+            copy,
+            debugger,
+            compute_class,
+            copy_class,
+        };
+        let gr = GrShape::from(k.gr);
+        let out = Channels {
+            group: ObjectHandle(ch.group.handle),
+            compute: ChannelInfo {
+                channel: ObjectHandle(ch.compute.channel),
+                engine: ObjectHandle(ch.compute.engine),
+                class: ch.compute_class,
+                token: ch.compute.token,
+            },
+            copy: ChannelInfo {
+                channel: ObjectHandle(ch.copy.channel),
+                engine: ObjectHandle(ch.copy.engine),
+                class: ch.copy_class,
+                token: ch.copy.token,
+            },
+            gr,
+        };
+        k.channels = Some(ch);
+        Ok(out)
+    }
+
+    fn destroy_channels(&mut self) -> Result<(), GspError> {
+        let k = &mut *self;
+        let ch = k.channels.take().ok_or(GspError::NoChannels)?;
+        k.rm.untrack_group(ch.group.handle);
+        // The order RM's teardown wants: off the scheduler, out of UVM,
+        // then freed (the group frees its channels and engine objects). A
+        // group RM already removed may refuse the first steps; the free is
+        // what matters.
+        if let Err(e) = k.rm.unschedule(&ch.group) {
+            tracing::debug!(error = %e, "unscheduling a channel group");
+        }
+        for c in [ch.copy.channel, ch.compute.channel] {
+            if let Err(e) = k.rm.unregister_channel(&k.space, c) {
+                tracing::debug!(error = %e, channel = c, "unregistering a channel");
+            }
+        }
+        if let Some(d) = ch.debugger {
+            let _ = k.rm.free(k.rm.device(), d);
+        }
+        // A group RM will not free stays with the client (freed with it at
+        // the end); fresh channels do not need it gone.
+        if let Err(e) = k.rm.free(k.rm.device(), ch.group.handle) {
+            tracing::warn!(error = %e, group = ch.group.handle, "freeing a removed channel group");
+        }
+        Ok(())
+    }
+
+    fn doorbell(&self) -> Doorbell {
+        Doorbell::Usermode(Arc::clone(&self.usermode))
+    }
+
+    fn channel_fault(&mut self, deep: bool) -> Result<Option<ChannelFault>, GspError> {
+        let k = &mut *self;
+        let Some(ch) = &k.channels else {
+            return Ok(None);
+        };
+        let notified = ch.group.error();
+        if notified.is_none() && !deep {
+            return Ok(None);
+        }
+        let (xid, engine) = notified.map_or((0, 0), |e| (e.xid, e.engine));
+        let mut fault = ChannelFault {
+            xid,
+            xid_name: if notified.is_some() {
+                macuda_hw::rm::xid_name(xid).to_string()
+            } else {
+                "none in the error notifier".to_string()
+            },
+            engine,
+            debugger: None,
+            sm_errors: Vec::new(),
+            mmu_fault: false,
+            mmu_faults: Vec::new(),
+        };
+        match ch.debugger.map(|d| k.rm.fault_state(d, ch.compute.channel)) {
+            Some(Ok(state)) => {
+                fault.debugger = Some("read".to_string());
+                fault.sm_errors = state
+                    .sm_errors
+                    .iter()
+                    .map(|(sm, e)| SmError::from_registers(*sm, e))
+                    .collect();
+                fault.mmu_fault = state.mmu_fault;
+                fault.mmu_faults = state.mmu_faults.iter().map(MmuFault::from_entry).collect();
+            }
+            Some(Err(e)) => fault.debugger = Some(format!("refused: {e}")),
+            None => fault.debugger = None,
+        }
+        // Without a notified error, only a fault the debugger saw counts.
+        if notified.is_none() && !fault.mmu_fault && fault.sm_errors.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(fault))
+    }
+
+    fn teardown(&self) -> Option<RmTeardown> {
+        Some(self.rm.teardown())
+    }
+}
