@@ -1,4 +1,5 @@
 use crate::arena::{ArenaError, DescriptorArena, MirrorStore};
+use crate::chain::OpenChain;
 use crate::command::{CommandRegion, CommandSpan, COMMAND_BYTES};
 use crate::encode::{
     qmd_bytes, Bank0Slot, ChainTuning, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape,
@@ -236,12 +237,6 @@ impl TokenTemplates {
     }
 }
 
-/// A launch in the open chain whose QMD waits for its successor's address.
-struct Pending {
-    qmd_offset: u64,
-    qmd: Qmd,
-}
-
 struct SubmitActor {
     /// Channels, the doorbell, and fault reports.
     gsp: GspHandle,
@@ -289,9 +284,8 @@ struct SubmitActor {
     copy: Queue,
     /// Copy-queue value the next compute submission must wait for.
     compute_waits_for_copy: Option<u64>,
-    chain_len: usize,
-    prev: Option<Pending>,
-    head_qmd: Option<u64>,
+    /// The chain being built.
+    chain: OpenChain,
     /// Set while a chain's descriptors are being delivered: any compute
     /// submission then would let the engine read descriptors that have not
     /// arrived (the bug the seed notes tell of, where the timeline went
@@ -309,8 +303,6 @@ struct SubmitActor {
     dropped_through: u64,
     /// Copy values up to here likewise.
     copy_dropped_through: u64,
-    /// A QMD buffer to reuse, so a launch allocates nothing.
-    spare_qmd: Option<Qmd>,
     /// Time spent in flushes, kept apart from descriptor building (waits
     /// inside a flush count as waits).
     flush_ns: u64,
@@ -448,10 +440,7 @@ impl SubmitActor {
         let cbank0_offset = self.reserve(cbank0_bytes, CBANK0_ALIGN)?;
         let qmd_offset = self.reserve(self.format.qmd_bytes(), QMD_ALIGN)?;
         let t = &self.kernels[kernel.0 as usize];
-        let mut qmd = self
-            .spare_qmd
-            .take()
-            .unwrap_or_else(|| Qmd::new(self.format.qmd));
+        let mut qmd = self.chain.spare_or(self.format.qmd);
         let (format, address) = (&self.format, self.descriptor_base + cbank0_offset);
         let holds_template = self.tokens.place(kernel, cbank0_offset);
         self.arena
@@ -471,20 +460,17 @@ impl SubmitActor {
             .map_err(SubmitError::Arena)?
             .map_err(SubmitError::Format)?;
         // The previous launch now knows where to hand over to.
-        if let Some(mut prev) = self.prev.take() {
+        let address = self.descriptor_base + qmd_offset;
+        if let Some(mut prev) = self.chain.push(qmd_offset, address, qmd) {
             self.format
-                .link_qmd(&mut prev.qmd, self.descriptor_base + qmd_offset)
+                .link_qmd(&mut prev.qmd, address)
                 .map_err(SubmitError::Format)?;
             self.write_qmd(prev.qmd_offset, &prev.qmd)?;
-            self.spare_qmd = Some(prev.qmd);
-        } else {
-            self.head_qmd = Some(self.descriptor_base + qmd_offset);
+            self.chain.recycle(prev.qmd);
         }
-        self.prev = Some(Pending { qmd_offset, qmd });
-        self.chain_len += 1;
         self.stats.launches += 1;
         self.stats.param_bytes += params.len() as u64;
-        if self.chain_len >= self.config.chain_depth {
+        if self.chain.len() >= self.config.chain_depth {
             self.flush_chain()?;
         }
         Ok(())
@@ -525,7 +511,7 @@ impl SubmitActor {
     }
 
     fn flush_chain_timed(&mut self) -> Result<(), SubmitError> {
-        let Some(mut tail) = self.prev.take() else {
+        let Some((mut tail, head)) = self.chain.close()? else {
             return Ok(());
         };
         self.compute.issued += 1;
@@ -534,10 +520,6 @@ impl SubmitActor {
             .release_qmd(&mut tail.qmd, self.compute.semaphore, value)
             .map_err(SubmitError::Format)?;
         self.write_qmd(tail.qmd_offset, &tail.qmd)?;
-        let head = self.head_qmd.take().ok_or(SubmitError::Invariant {
-            reason: "a chain with launches but no head",
-        })?;
-        self.chain_len = 0;
         self.stats.chains += 1;
         self.stats.flushes += 1;
 
@@ -1048,7 +1030,7 @@ impl SubmitService for SubmitActor {
         let other = (self.flush_ns - flush_before) + (self.wait_ns - wait_before);
         self.stats.build_ns += spent.saturating_sub(other);
         r?;
-        Ok(self.chain_len as u64)
+        Ok(self.chain.len() as u64)
     }
 
     fn upload(&mut self, dst: u64, bytes: Vec<u8>) -> Result<UploadReceipt, SubmitError> {
@@ -1197,9 +1179,7 @@ impl SubmitService for SubmitActor {
         self.commands.cursor = 0;
         self.arena.forget_delivered();
         self.tokens = TokenTemplates::default();
-        self.prev = None;
-        self.head_qmd = None;
-        self.chain_len = 0;
+        self.chain.abandon();
         self.compute_waits_for_copy = None;
         self.refusal = None;
         self.dropped_through = compute_done;
@@ -1504,16 +1484,13 @@ pub fn spawn(
             regions.userd.va + USERD_BYTES,
         )?,
         compute_waits_for_copy: None,
-        chain_len: 0,
-        prev: None,
-        head_qmd: None,
+        chain: OpenChain::default(),
         chain_flush: None,
         events: EventTable::default(),
         started: Instant::now(),
         refusal: None,
         dropped_through: 0,
         copy_dropped_through: 0,
-        spare_qmd: None,
         flush_ns: 0,
         wait_ns: 0,
         recent: std::collections::VecDeque::new(),

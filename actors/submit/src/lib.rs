@@ -18,6 +18,7 @@
 
 mod actor;
 pub mod arena;
+mod chain;
 mod command;
 pub mod encode;
 mod error;
