@@ -872,13 +872,16 @@ fn rule_probes(rm: &KernelRm) -> Vec<(&'static str, bool)> {
     // Huge-page memory: mapped at a VA on its page, and one small page off.
     let huge = rm.alloc_video(8 << 20).expect("8 MiB of video memory");
     assert_eq!(huge.page, page::HUGE);
-    let base = space.take_va(huge.bytes + page::HUGE, page::HUGE).unwrap();
+    // The mapping, then two free huge pages for the one placed off them.
+    let base = space
+        .take_va(huge.bytes + 2 * page::HUGE, page::HUGE)
+        .unwrap();
     let on_page = rm.map_gpu(&space, huge.handle, base, huge.bytes);
     out.push((
         "huge-page memory mapped at a VA on its page",
         on_page.is_ok(),
     ));
-    // In the free huge page reserved past the first mapping, a small page in.
+    // In the free huge pages reserved past the first mapping, a small page in.
     let off_page = rm.map_gpu(
         &space,
         huge.handle,

@@ -166,17 +166,16 @@ impl Rm for ModuleRm {
     }
 
     fn alloc_video(&mut self, bytes: u64, va: u64) -> Result<VideoAlloc, GspError> {
-        let k = &mut *self;
-        let video = k.rm.alloc_video(bytes)?;
+        let video = self.rm.alloc_video(bytes)?;
         if !va.is_multiple_of(video.page) {
-            let _ = k.rm.free(k.rm.device(), video.handle);
+            let _ = self.rm.free(self.rm.device(), video.handle);
             return Err(GspError::MisalignedVa {
                 va,
                 align: video.page,
             });
         }
-        if let Err(e) = k.rm.map_gpu(&k.space, video.handle, va, video.bytes) {
-            let _ = k.rm.free(k.rm.device(), video.handle);
+        if let Err(e) = self.rm.map_gpu(&self.space, video.handle, va, video.bytes) {
+            let _ = self.rm.free(self.rm.device(), video.handle);
             return Err(e.into());
         }
         Ok(VideoAlloc {
@@ -186,10 +185,12 @@ impl Rm for ModuleRm {
     }
 
     fn alloc_pinned(&mut self, bytes: u64, va: u64) -> Result<PinnedAlloc, GspError> {
-        let k = &mut *self;
-        let pinned = k.rm.pin_host(bytes)?;
-        if let Err(e) = k.rm.map_gpu(&k.space, pinned.handle, va, pinned.bytes) {
-            let _ = k.rm.free(k.rm.device(), pinned.handle);
+        let pinned = self.rm.pin_host(bytes)?;
+        if let Err(e) = self
+            .rm
+            .map_gpu(&self.space, pinned.handle, va, pinned.bytes)
+        {
+            let _ = self.rm.free(self.rm.device(), pinned.handle);
             return Err(e.into());
         }
         let map: Arc<dyn kernel::RmMapping> = pinned.map;
@@ -201,31 +202,28 @@ impl Rm for ModuleRm {
     }
 
     fn map_cpu(&mut self, handle: ObjectHandle, bytes: u64) -> Result<CpuView, GspError> {
-        let k = &mut *self;
         let len = usize::try_from(bytes).map_err(|_| GspError::TooLarge { bytes })?;
-        let map = k.rm.map(handle.0, len)?;
+        let map = self.rm.map(handle.0, len)?;
         Ok(CpuView::new(Arc::from(map)))
     }
 
     fn free_memory(&mut self, handle: ObjectHandle, va: u64, bytes: u64) -> Result<(), GspError> {
-        let k = &mut *self;
         // Both steps are tried; the first failure is reported.
-        let unmapped = k.rm.unmap_gpu(&k.space, va, bytes);
-        let freed = k.rm.free(k.rm.device(), handle.0);
+        let unmapped = self.rm.unmap_gpu(&self.space, va, bytes);
+        let freed = self.rm.free(self.rm.device(), handle.0);
         unmapped?;
         freed?;
         Ok(())
     }
 
     fn create_channels(&mut self, setup: ChannelSetup) -> Result<Channels, GspError> {
-        let k = &mut *self;
-        if k.channels.is_some() {
+        if self.channels.is_some() {
             return Err(GspError::ChannelsExist);
         }
-        let compute_class = k.rm.pick_class("compute", COMPUTE_CLASSES)?;
-        let copy_class = k.rm.pick_class("copy", COPY_CLASSES)?;
-        let group = k.rm.channel_group(&k.space)?;
-        k.rm.track_group(group.handle);
+        let compute_class = self.rm.pick_class("compute", COMPUTE_CLASSES)?;
+        let copy_class = self.rm.pick_class("copy", COPY_CLASSES)?;
+        let group = self.rm.channel_group(&self.space)?;
+        self.rm.track_group(group.handle);
         let placement = |r: &RingSpec| RingPlacement {
             ring_memory: r.ring_memory.0,
             ring_va: r.ring_va,
@@ -236,32 +234,33 @@ impl Rm for ModuleRm {
         let built = (|| -> Result<(ChannelObjects, ChannelObjects, Option<u32>), GspError> {
             // The compute channel first: UVM refuses a group whose first
             // channel is a copy channel.
-            let compute = k.rm.channel_on(
-                &mut k.space,
+            let compute = self.rm.channel_on(
+                &mut self.space,
                 &group,
                 compute_class,
                 &placement(&setup.compute),
             )?;
             let copy =
-                k.rm.channel_on(&mut k.space, &group, copy_class, &placement(&setup.copy))?;
+                self.rm
+                    .channel_on(&mut self.space, &group, copy_class, &placement(&setup.copy))?;
             // The debugger is for diagnosis only; a module that refuses it
             // still runs work, and faults are then reported without it.
-            let debugger = match k.rm.debugger(compute.engine) {
+            let debugger = match self.rm.debugger(compute.engine) {
                 Ok(d) => Some(d),
                 Err(e) => {
                     tracing::warn!(error = %e, "no debugger object: faults will name the Xid only");
                     None
                 }
             };
-            k.rm.schedule(&group)?;
+            self.rm.schedule(&group)?;
             Ok((compute, copy, debugger))
         })();
         let (compute, copy, debugger) = match built {
             Ok(parts) => parts,
             Err(e) => {
                 // Freeing the group frees the channels made so far.
-                k.rm.untrack_group(group.handle);
-                let _ = k.rm.free(k.rm.device(), group.handle);
+                self.rm.untrack_group(group.handle);
+                let _ = self.rm.free(self.rm.device(), group.handle);
                 return Err(e);
             }
         };
@@ -273,7 +272,7 @@ impl Rm for ModuleRm {
             compute_class,
             copy_class,
         };
-        let gr = GrShape::from(k.gr);
+        let gr = GrShape::from(self.gr);
         let out = Channels {
             group: ObjectHandle(ch.group.handle),
             compute: ChannelInfo {
@@ -290,32 +289,31 @@ impl Rm for ModuleRm {
             },
             gr,
         };
-        k.channels = Some(ch);
+        self.channels = Some(ch);
         Ok(out)
     }
 
     fn destroy_channels(&mut self) -> Result<(), GspError> {
-        let k = &mut *self;
-        let ch = k.channels.take().ok_or(GspError::NoChannels)?;
-        k.rm.untrack_group(ch.group.handle);
+        let ch = self.channels.take().ok_or(GspError::NoChannels)?;
+        self.rm.untrack_group(ch.group.handle);
         // The order RM's teardown wants: off the scheduler, out of UVM,
         // then freed (the group frees its channels and engine objects). A
         // group RM already removed may refuse the first steps; the free is
         // what matters.
-        if let Err(e) = k.rm.unschedule(&ch.group) {
+        if let Err(e) = self.rm.unschedule(&ch.group) {
             tracing::debug!(error = %e, "unscheduling a channel group");
         }
         for c in [ch.copy.channel, ch.compute.channel] {
-            if let Err(e) = k.rm.unregister_channel(&k.space, c) {
+            if let Err(e) = self.rm.unregister_channel(&self.space, c) {
                 tracing::debug!(error = %e, channel = c, "unregistering a channel");
             }
         }
         if let Some(d) = ch.debugger {
-            let _ = k.rm.free(k.rm.device(), d);
+            let _ = self.rm.free(self.rm.device(), d);
         }
         // A group RM will not free stays with the client (freed with it at
         // the end); fresh channels do not need it gone.
-        if let Err(e) = k.rm.free(k.rm.device(), ch.group.handle) {
+        if let Err(e) = self.rm.free(self.rm.device(), ch.group.handle) {
             tracing::warn!(error = %e, group = ch.group.handle, "freeing a removed channel group");
         }
         Ok(())
@@ -326,8 +324,7 @@ impl Rm for ModuleRm {
     }
 
     fn channel_fault(&mut self, deep: bool) -> Result<Option<ChannelFault>, GspError> {
-        let k = &mut *self;
-        let Some(ch) = &k.channels else {
+        let Some(ch) = &self.channels else {
             return Ok(None);
         };
         let notified = ch.group.error();
@@ -348,7 +345,10 @@ impl Rm for ModuleRm {
             mmu_fault: false,
             mmu_faults: Vec::new(),
         };
-        match ch.debugger.map(|d| k.rm.fault_state(d, ch.compute.channel)) {
+        match ch
+            .debugger
+            .map(|d| self.rm.fault_state(d, ch.compute.channel))
+        {
             Some(Ok(state)) => {
                 fault.debugger = Some("read".to_string());
                 fault.sm_errors = state
