@@ -82,6 +82,16 @@ fn one_process_per_card() {
 }
 
 #[test]
+fn processes_share_the_card_nvidia_s_module_drives() {
+    // The module boots and arbitrates the card, as for its own libcuda, so
+    // two openers of the kernel path coexist (llama.cpp's test runs do).
+    let spec: DeviceSpec = "kernel:0".parse().unwrap();
+    let first = open_transport(&spec).expect("first opener");
+    let second = open_transport(&spec).expect("a second opener of the module's card");
+    assert_eq!(first.describe(), second.describe());
+}
+
+#[test]
 fn a_dead_server_is_a_clear_error() {
     let fake = FakeTinyGpu::unix();
     let device = fake.device_word();

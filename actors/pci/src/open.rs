@@ -1,5 +1,6 @@
 //! Choosing a transport: the opener a resolved device selection names,
-//! each holding the card's lock where it reaches a real card. Apart from
+//! each holding the card's lock where it drives a real card itself (boot,
+//! reset); the kernel module's path shares the card the module drives. Apart from
 //! the [`Transport`] and [`Opener`] traits, so that the transports depend
 //! on the traits and the traits on none of them.
 
@@ -40,9 +41,10 @@ pub fn open_transport(spec: &DeviceSpec) -> Result<Arc<dyn Opener>, PciError> {
         }
         DeviceSpec::Sysfs { bdf } => return locked(spec, Arc::new(SysfsOpener::new(bdf)?)),
         DeviceSpec::Replay { trace } => return Ok(Arc::new(ReplayOpener::load(trace)?)),
-        DeviceSpec::Kernel { index } => {
-            return locked(spec, Arc::new(KernelModuleOpener::new(*index)))
-        }
+        // NVIDIA's module owns the card, boots it and shares it among
+        // processes, as it does for its own libcuda: nothing here resets the
+        // GPU, so nothing here takes the one-process lock.
+        DeviceSpec::Kernel { index } => return Ok(Arc::new(KernelModuleOpener::new(*index))),
         DeviceSpec::Auto => ("auto (resolve it first)", "device selection"),
     };
     Err(PciError::NotBuilt {
