@@ -78,9 +78,6 @@ pub const FAKE_BUS_BITS: u32 = 5120;
 pub struct Backing {
     ptr: *mut u8,
     len: usize,
-    /// The page size it is mapped with: a GPU mapping of it must start
-    /// and end on this (UVM refuses others).
-    page: u64,
     /// Memory the fake made (video, RM sysmem); an OS descriptor's memory
     /// belongs to the process that described it.
     _owned: Option<Arc<HostMemory>>,
@@ -93,30 +90,13 @@ unsafe impl Send for Backing {}
 unsafe impl Sync for Backing {}
 
 impl Backing {
-    fn owned(len: usize, page: u64) -> Backing {
+    fn owned(len: usize) -> Backing {
         let m = Arc::new(HostMemory::zeroed(len));
         Backing {
             ptr: m.as_ptr(),
             len,
-            page,
             _owned: Some(m),
         }
-    }
-}
-
-/// The page size an allocation's attr PAGE_SIZE field (24:23) asks for.
-/// Left at the default, RM may pick large pages; the fake takes the
-/// largest the size divides into, so that a caller who counts on small
-/// pages without asking for them is caught.
-fn page_of(attr: u32, size: u64) -> u64 {
-    match attr & rm::memory::ATTR_PAGE_SIZE_MASK {
-        rm::memory::ATTR_PAGE_SIZE_4KB => page::SMALL,
-        rm::memory::ATTR_PAGE_SIZE_BIG => page::BIG,
-        rm::memory::ATTR_PAGE_SIZE_HUGE => page::HUGE,
-        _ => [page::HUGE, page::BIG]
-            .into_iter()
-            .find(|p| size.is_multiple_of(*p))
-            .unwrap_or(page::SMALL),
     }
 }
 
@@ -843,12 +823,7 @@ impl FakeNode {
                 if len == 0 || len > 4 << 30 {
                     return rm::status::NO_MEMORY;
                 }
-                let page = if a.h_class == class::NV1_MEMORY_USER {
-                    page_of(params.attr, params.size)
-                } else {
-                    page::SMALL
-                };
-                m.memory.insert(h, Backing::owned(len, page));
+                m.memory.insert(h, Backing::owned(len));
                 params.address = 0;
                 // SAFETY: as above.
                 unsafe { give(p, params) };
@@ -914,8 +889,7 @@ impl FakeNode {
                     return rm::status::INVALID_CLASS;
                 }
                 if c == usermode::HOPPER_USERMODE_A || c == usermode::BLACKWELL_USERMODE_A {
-                    m.memory
-                        .insert(h, Backing::owned(USERMODE_BYTES, page::SMALL));
+                    m.memory.insert(h, Backing::owned(USERMODE_BYTES));
                 } else {
                     let Some(ch) = m.channels.get_mut(&a.h_object_parent) else {
                         return rm::status::INVALID_OBJECT_PARENT;
@@ -1203,10 +1177,13 @@ impl FakeNode {
                         .range(..=r.base)
                         .next_back()
                         .is_some_and(|(&b, &(l, _))| r.base + r.length <= b + l);
+                    // UVM maps memory of any page size at any small-page
+                    // VA (with smaller PTEs where it must), as the rule
+                    // probes of kernel_rm.rs saw on the 580 module.
                     let sized = m.memory.get(&r.h_memory).is_some_and(|b| {
                         r.length as usize <= b.len
-                            && r.base.is_multiple_of(b.page)
-                            && r.length.is_multiple_of(b.page)
+                            && r.base.is_multiple_of(page::SMALL)
+                            && r.length.is_multiple_of(page::SMALL)
                     });
                     if !inside || !sized || r.count != 1 || r.per_gpu[0].uuid != m.uuid {
                         BAD_RANGE
@@ -1385,7 +1362,6 @@ impl RmNode for FakeNode {
                         Backing {
                             ptr: a.p_memory as *mut u8,
                             len: usize::try_from(a.limit + 1).unwrap_or(0),
-                            page: page::SMALL,
                             _owned: None,
                         },
                     );
@@ -1434,7 +1410,9 @@ impl RmNode for FakeNode {
                     m.free_tree(f.h_object_old);
                     0
                 } else {
-                    INVALID_ARGUMENT
+                    // The 580 module answers a free of a handle it never
+                    // made with success (kernel_rm.rs's rule probes saw it).
+                    0
                 };
                 // SAFETY: as above.
                 unsafe { give(params, f) };

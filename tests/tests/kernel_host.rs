@@ -261,10 +261,11 @@ fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
     );
 }
 
-/// test-backend-ops' SOFT_MAX asked cudaMalloc for 8,384,768 bytes: the
-/// memory actor took 4 KiB-aligned VA for it and RM (asked with the size
-/// rounded to 8 MiB) gave huge pages, which UVM will not map there. The
-/// fake maps only on the memory's page size, as UVM does.
+/// test-backend-ops' SOFT_MAX asked cudaMalloc for 8,384,768 bytes and was
+/// refused on the H200. The memory actor then took 4 KiB-aligned VA for it
+/// and asked RM for huge pages; that these do not map there was our first
+/// reading, which the rule probes of kernel_rm.rs later refuted (UVM maps
+/// them). The sizes either side of the threshold must still allocate.
 #[test]
 fn sizes_around_the_huge_page_threshold_get_va_aligned_to_the_page_rm_gives() {
     let world = KernelWorld::new(Duration::from_secs(10));

@@ -70,7 +70,9 @@ pub struct VideoMemory {
 /// rounded to small pages, so that asking again with the rounded size (as
 /// the memory actor does: it takes the VA first, then hands RM the size it
 /// reserved) gives the same answer: a size just under the threshold once
-/// got small-page VA and huge-page memory, which UVM refused to map.
+/// got small-page VA and huge-page memory, and that allocation failed on
+/// the H200 (why is not known: UVM does map such a mix, the rule probes
+/// show).
 pub fn video_page(bytes: u64) -> u64 {
     if bytes.div_ceil(page::SMALL).saturating_mul(page::SMALL) >= HUGE_PAGE_THRESHOLD {
         page::HUGE
