@@ -341,6 +341,34 @@ fn a_sync_the_gpu_never_completes_reports_the_stuck_queue() {
     assert_eq!((*queue, *value), ("compute", 3));
 }
 
+#[test]
+fn a_sync_waits_past_its_patience_while_the_timeline_keeps_moving() {
+    // A GPU shared with other processes finishes a queue slowly; each step
+    // comes within the patience, all of them together well after it.
+    let mut world = NullWorld::playing_gpu(Duration::from_secs(5));
+    world.config.submit.sync_timeout = Duration::from_millis(300);
+    let c = capture_on(world);
+    let (compute, copy) = timelines(&c);
+    let step = Duration::from_millis(150);
+    let started = std::time::Instant::now();
+    let reached = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for value in 1..=5u64 {
+                std::thread::sleep(step);
+                gpu_writes(&c, compute, value.min(3));
+                gpu_writes(&c, copy, value);
+            }
+        });
+        c.host.call(|s| s.submit.synchronize(c.stream))
+    })
+    .expect("a queue that keeps moving is not stuck");
+    assert_eq!(reached, 3);
+    assert!(
+        started.elapsed() >= step * 5,
+        "the sync returned before the last step"
+    );
+}
+
 /// The two timeline addresses, from what the engines released: the compute
 /// one right after a kernel, the copy one the other.
 fn timelines(c: &Captured) -> (u64, u64) {

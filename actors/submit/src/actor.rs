@@ -87,8 +87,8 @@ pub struct SubmitConfig {
     pub lane_capacity: usize,
     /// Bytes of the descriptor region (QMDs and their bank 0).
     pub descriptor_bytes: u64,
-    /// How long a sync point waits for a timeline value before it reports
-    /// the queue stuck.
+    /// How long a sync point waits with its queue's timeline not moving
+    /// before it reports the queue stuck.
     pub sync_timeout: Duration,
     /// Entries of each GPFIFO ring (a power of two).
     pub gpfifo_entries: u32,
@@ -916,19 +916,30 @@ impl SubmitActor {
         self.wait_ns += spent;
     }
 
+    /// The patience counts from the timeline's last step, not from the
+    /// start: a GPU shared with other processes (RM time-slices their
+    /// channels) runs a long queue slowly but keeps stepping, and NVIDIA's
+    /// runtime waits for it as long as it takes. Only a queue that stops
+    /// moving for the whole patience is called stuck.
     fn wait_timeline_untimed(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
         let started = Instant::now();
         let mut next_check = FAULT_CHECK_FIRST;
+        let mut last = None;
+        let mut moved = started;
         loop {
             let done = self.completed(kind)?;
             if done >= value {
                 return Ok(done);
             }
+            if last != Some(done) {
+                last = Some(done);
+                moved = Instant::now();
+            }
             if started.elapsed() >= next_check {
                 self.check_fault(false)?;
                 next_check = started.elapsed() + FAULT_CHECK_EVERY;
             }
-            if started.elapsed() > self.config.sync_timeout {
+            if moved.elapsed() > self.config.sync_timeout {
                 self.check_fault(true)?;
                 return Err(SubmitError::Stuck {
                     queue: self.queue(kind).name,

@@ -48,7 +48,9 @@ pub enum SubmitError {
     CommandTooLarge { bytes: u64 },
     #[error("compute work was submitted while {reason}: the engine could read descriptors that have not arrived")]
     ComputeInsideChainFlush { reason: &'static str },
-    #[error("the {queue} queue did not reach timeline value {value} within {after_ms} ms")]
+    #[error(
+        "the {queue} queue did not reach timeline value {value}: it did not move for {after_ms} ms"
+    )]
     Stuck {
         queue: &'static str,
         value: u64,
