@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's test-backend-ops, llama-simple and llama-bench with its
-# CUDA backend (ggml-cuda), with the machine's nvcc, for sm_90, without VMM
-# (so nothing of it needs libcuda's driver API): the binaries link NVIDIA's
+# Builds llama.cpp's test-backend-ops, llama-simple, llama-bench and
+# llama-eval-callback with its CUDA backend (ggml-cuda), with the
+# machine's nvcc, for sm_90, without VMM (so nothing of it needs libcuda's
+# driver API): the binaries link NVIDIA's
 # shared cudart and cuBLAS, and run on ours when ours come first on
 # LD_LIBRARY_PATH. LLAMA_CUDA=OFF builds the same binaries CPU-only (to
 # try models and scripts on a machine without a GPU).
@@ -22,6 +23,6 @@ if [ "$cuda" = ON ]; then
 fi
 cmake -S "$src" -B "$build" -G Ninja "${flags[@]}" >"$build.cmake.log" 2>&1 \
     || { tail -30 "$build.cmake.log"; exit 1; }
-ninja -C "$build" test-backend-ops llama-simple llama-bench >"$build.ninja.log" 2>&1 \
+ninja -C "$build" test-backend-ops llama-simple llama-bench llama-eval-callback >"$build.ninja.log" 2>&1 \
     || { tail -30 "$build.ninja.log"; exit 1; }
-echo "llama.cpp (CUDA $cuda) test-backend-ops, llama-simple, llama-bench built in $((SECONDS - started)) s"
+echo "llama.cpp (CUDA $cuda) test-backend-ops, llama-simple, llama-bench, llama-eval-callback built in $((SECONDS - started)) s"

@@ -63,7 +63,8 @@ result() { # NAME RC
 say "llama.cpp $(cat "$src/llama-cpp-python.version" 2>/dev/null || echo '?') from $src; GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 
 # 1. The build, in the background.
-if [ ! -x "$build/bin/llama-simple" ] || [ ! -x "$build/bin/test-backend-ops" ] || [ ! -x "$build/bin/llama-bench" ]; then
+if [ ! -x "$build/bin/llama-simple" ] || [ ! -x "$build/bin/test-backend-ops" ] || [ ! -x "$build/bin/llama-bench" ] \
+  || [ ! -x "$build/bin/llama-eval-callback" ]; then
   note "build started"
   bash "$here/build.sh" "$src" "$build" >"$out/build.txt" 2>&1 &
   builder=$!
@@ -112,6 +113,13 @@ if [[ $parts == *" decode "* ]]; then
   rc=$?
   result "greedy decode, ours byte-identical to stock" "$rc"
   sed 's/^/        /' "$out/decode/decode.txt" | tee -a "$summary"
+  # For a model whose text differs, the first tensor ours computes
+  # differently (diverge.sh).
+  for name in 1b-q4_0 1b-f16 8b-q4_0 moe-q4_0; do
+    grep -q "differs: decode-random-$name\." "$out/decode/decode.txt" || continue
+    bash "$here/diverge.sh" "$build" "$lib" "$out/diverge" "$(model "$name")" 2>&1 \
+      | sed 's/^/        /' | tee -a "$summary"
+  done
 fi
 # The op-suite parts run side by side (each runs
 # GATE_OPS_JOBS ops of ours at once): the variants of ours start as soon
@@ -175,8 +183,9 @@ if [[ $parts == *" fault "* ]]; then
   for fault in MACUDA_INJECT=submit:panic:300 MACUDA_INJECT_GPU_FAULT=500; do
     d=$f/${fault%%=*}
     mkdir -p "$d/reports"
-    env "$fault" MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
-      simple >"$d/faulted.txt" 2>"$d/faulted.err"
+    # simple is a shell function, which env cannot run: export in a subshell.
+    (export "$fault" MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib"
+      simple) >"$d/faulted.txt" 2>"$d/faulted.err"
     rc_f=$?
     MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" simple >"$d/after.txt" 2>"$d/after.err"
     rc_a=$?
