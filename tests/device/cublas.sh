@@ -9,14 +9,17 @@
 #     cuBLAS (dumped), then on ours (compared with NVIDIA's outputs), also
 #     with the kernel choice narrowed to mma.sync and to the plain kernels,
 #     and those two again with our cuBLAS over NVIDIA's runtime;
-#  3. gemm_bench: NVIDIA's, ours, NVIDIA's, ours, and the ratios.
+#  3. gemm_bench: NVIDIA's, ours, NVIDIA's, ours, and the ratios;
+#  4. order: the summation order of the sgemm shapes a decode depends on
+#     (a mixture of experts' router over a prompt), NVIDIA's and ours, read
+#     by tests/cuda/cublas/sum_order.cpp, and whether they are the same.
 #
 # Ours run with MACUDA_DEVICE=kernel and our libcudart.so.13 and
 # libcublas.so.13 first on LD_LIBRARY_PATH; NVIDIA's with theirs (from
 # the machine's CUDA or Python packages). Writes $OUT/cublas (default
 # device-out/cublas): each run's output and summary.txt (appended to, so
 # the parts can run at different times: CUBLAS_PARTS="statuses check
-# bench" by default).
+# bench order" by default).
 set -u
 cd "$(dirname "$0")/../.."
 bin=target/device/cublas
@@ -25,7 +28,7 @@ mkdir -p "$out"
 export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
 mkdir -p "$MACUDA_REPORT_DIR"
 summary="$out/summary.txt"
-parts=" ${CUBLAS_PARTS:-statuses check bench} "
+parts=" ${CUBLAS_PARTS:-statuses check bench order} "
 say() { echo "$*" | tee -a "$summary"; }
 
 # NVIDIA's libraries: the first directory holding libcublas.so.13.
@@ -87,4 +90,19 @@ for round in 1 2; do
   ours 300 "$bin/gemm_bench" >"$out/bench.ours.$round.out" 2>&1
 done
 python3 abi/cublas/bench/ratios.py "$out"/bench.nvidia.*.out -- "$out"/bench.ours.*.out | tee -a "$summary"
+fi
+
+# 4. Summation order, NVIDIA's and ours.
+if [[ $parts == *" order "* ]]; then
+for shape in "8 10 2048 tf32" "8 4 2048 tf32" "8 64 2048 tf32" "8 10 2048 default"; do
+  tag=$(echo "$shape" | tr ' ' _)
+  theirs 120 "$bin/sum_order" $shape 0 1 7 100 >"$out/order.$tag.nvidia.out" 2>&1
+  ours 120 "$bin/sum_order" $shape 0 1 7 100 >"$out/order.$tag.ours.out" 2>&1
+  if cmp -s "$out/order.$tag.nvidia.out" "$out/order.$tag.ours.out"; then
+    say "order $shape: the same as NVIDIA's: $(sed -n 2p "$out/order.$tag.ours.out")"
+  else
+    say "order $shape: DIFFERENT from NVIDIA's"
+    diff "$out/order.$tag.nvidia.out" "$out/order.$tag.ours.out" | cut -c1-400 | head -12 | tee -a "$summary"
+  fi
+done
 fi

@@ -41,9 +41,14 @@ struct Run {
 }
 
 fn run(binary: &str) -> Run {
+    run_with(binary, &[])
+}
+
+fn run_with(binary: &str, args: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("launches.jsonl");
     let out = Command::new(programs().join(binary))
+        .args(args)
         .env("LD_LIBRARY_PATH", libraries())
         .env("MACUDA_DEVICE", "null")
         .env("MACUDA_LAUNCH_LOG", &log)
@@ -63,6 +68,38 @@ fn run(binary: &str) -> Run {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     Run { stdout, launches }
+}
+
+/// tests/cuda/cublas/sum_order.cpp reads a GEMM's summation order from its
+/// results; on host sums of known shape it must read that shape back, or
+/// what it says of NVIDIA's cuBLAS on the H200 means nothing.
+#[test]
+fn the_summation_order_probe_reads_back_sums_of_known_shape() {
+    let sequential = run_with("sum_order", &["8", "3", "16", "cpu-sequential", "0", "5"]).stdout;
+    let from0: String = (1..16).map(|q| format!(" {q}:{}", q + 1)).collect();
+    assert!(
+        sequential.contains(&format!("from 0 (15 runs):{from0}\n")),
+        "{sequential}"
+    );
+    assert!(
+        sequential.contains("from 5 (11 runs): 0-4:6 6:7"),
+        "{sequential}"
+    );
+    let pairwise = run_with("sum_order", &["8", "10", "2048", "cpu-pairwise", "0"]).stdout;
+    let doubling: String = (0..11)
+        .map(|e| match e {
+            0 => " 1:2".to_string(),
+            e => format!(" {}-{}:{}", 1 << e, (2 << e) - 1, 2 << e),
+        })
+        .collect();
+    assert!(
+        pairwise.contains(&format!("from 0 (11 runs):{doubling}\n")),
+        "{pairwise}"
+    );
+    assert!(
+        pairwise.contains("inputs at 0: fp32 (inputs kept)"),
+        "{pairwise}"
+    );
 }
 
 fn nvidia_statuses() -> String {

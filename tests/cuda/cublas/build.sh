@@ -17,7 +17,7 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 lib=$(cd "$2" && pwd)
 root=$("$here/../../../abi/cublas/tests/headers.sh")
 flags=(-std=c++17 -O2 -Wall -I "$root/include")
-for name in statuses gemm_check gemm_bench; do
+for name in statuses gemm_check gemm_bench sum_order; do
     g++ "${flags[@]}" -o "$out/$name" "$here/$name.cpp" -L "$root/lib" -l:libcublas.so.13 -l:libcudart.so.13
 done
 g++ "${flags[@]}" -o "$out/statuses.static" "$here/statuses.cpp" "$lib/libcublas.a" "$lib/libcudart.a" \
