@@ -117,6 +117,7 @@ impl GspActor {
     fn open_null(&mut self) -> Result<(Box<dyn Rm>, DeviceInfo), GspError> {
         let identity = self.pci.identify().map_err(GspError::Pci)?;
         let vram_bytes = self.read_vram_bytes()?;
+        let can = self.pci.capabilities().map_err(GspError::Pci)?;
         let (rm, base) = NullRm::open(self.pci.clone(), identity.chip.chip)?;
         self.stats.allocs += 3;
         let info = DeviceInfo {
@@ -124,6 +125,7 @@ impl GspActor {
             identity,
             vram_bytes,
             rm: RmBackend::Null,
+            can,
             client: base.client,
             device: base.device,
             subdevice: base.subdevice,

@@ -4,7 +4,7 @@
 use crate::handle::ObjectHandle;
 use crate::kernel::GrFacts;
 use macuda_hw::ChipIdentity;
-use macuda_pci::PciIdentity;
+use macuda_pci::{Capabilities, PciIdentity};
 use serde::{Deserialize, Serialize};
 
 /// Which RM answers this actor's requests.
@@ -33,6 +33,9 @@ pub struct DeviceInfo {
     pub chip: ChipIdentity,
     pub vram_bytes: u64,
     pub rm: RmBackend,
+    /// What the device takes (memory access, DMA, submission): the layers
+    /// above choose their path by it.
+    pub can: Capabilities,
     /// Objects every later allocation hangs under.
     pub client: ObjectHandle,
     pub device: ObjectHandle,

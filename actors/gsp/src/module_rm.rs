@@ -17,7 +17,7 @@ use crate::rm::Rm;
 use crate::view::CpuView;
 use macuda_hw::methods::{compute, copy};
 use macuda_hw::{Chip, ChipIdentity};
-use macuda_pci::{BarInfo, PciIdentity};
+use macuda_pci::{BarInfo, Capabilities, PciIdentity};
 use std::sync::Arc;
 
 /// Compute and copy classes we drive, preferred first.
@@ -109,6 +109,9 @@ impl ModuleRm {
             chip,
             vram_bytes: identity.vram_bytes,
             rm: RmBackend::KernelModule,
+            // Memory through RM's mappings, DMA through pinned RM system
+            // memory, submission through the channel's usermode doorbell.
+            can: Capabilities::ALL,
             client: ObjectHandle(rm.client()),
             device: ObjectHandle(rm.device()),
             subdevice: ObjectHandle(rm.subdevice()),

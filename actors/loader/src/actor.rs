@@ -159,11 +159,6 @@ actor_protocol! {
     Stats => fn stats() -> LoaderStats;
 }
 
-/// The device declined memory access by design (the null card).
-fn is_memory_refusal(e: &macuda_submit::SubmitError) -> bool {
-    matches!(e, macuda_submit::SubmitError::Memory(macuda_memory::MemoryError::Pci(p)) if p.is_refusal())
-}
-
 struct Loaded {
     info: ModuleInfo,
     prepared: Prepared,
@@ -225,11 +220,11 @@ impl LoaderService for LoaderActor {
         for (va, bytes) in uploads {
             let n = bytes.len() as u64;
             match self.submit.upload(va, bytes) {
-                Ok(_) => self.stats.uploaded_bytes += n,
+                Ok(receipt) if receipt.resident => self.stats.uploaded_bytes += n,
                 // A device that keeps no memory (the null card): the module
                 // is laid out and its kernels can be named and launched,
                 // but nothing of it is on a GPU.
-                Err(e) if e.is_refusal() || is_memory_refusal(&e) => resident = false,
+                Ok(_) => resident = false,
                 Err(e) => {
                     self.free(&code, data.as_ref());
                     return Err(LoaderError::Submit(e));

@@ -1,3 +1,4 @@
+use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use crate::transport::{
     enable_bus_master, enable_memory_space, BarInfo, DmaId, DmaRegion, Opener, Transport,
@@ -70,6 +71,8 @@ actor_protocol! {
     VramRead => fn vram_read(offset: u64, len: u64) -> Vec<u8>;
     VramWrite => fn vram_write(offset: u64, data: Vec<u8>) -> ();
     Stats => fn stats() -> PciStats;
+    /// What the card takes; see [`Transport::capabilities`].
+    Capabilities => fn capabilities() -> Capabilities;
 }
 
 struct PciActor {
@@ -213,6 +216,10 @@ impl PciService for PciActor {
 
     fn stats(&mut self) -> Result<PciStats, PciError> {
         Ok(self.stats)
+    }
+
+    fn capabilities(&mut self) -> Result<Capabilities, PciError> {
+        Ok(self.transport.capabilities())
     }
 }
 

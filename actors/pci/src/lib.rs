@@ -8,6 +8,7 @@
 //! ([`DeviceSpec`]) that names which transport to open.
 
 mod actor;
+mod capabilities;
 mod error;
 mod kernel_module;
 mod lock;
@@ -20,6 +21,7 @@ mod trace;
 mod transport;
 
 pub use actor::{read_identity, spawn, PciHandle, PciIdentity, PciRequest, PciService, PciStats};
+pub use capabilities::Capabilities;
 pub use error::PciError;
 pub use kernel_module::KernelModuleOpener;
 pub use lock::{default_lock_dir, CardLock, LOCK_DIR_VAR};

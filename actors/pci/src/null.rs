@@ -3,6 +3,7 @@
 //! 32 GiB, records every write and reset it receives (so tests can check
 //! what recovery really did to the "card"), and refuses DMA and submission.
 
+use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use crate::transport::{BarInfo, DmaId, DmaRegion, Opener, Transport};
 use macuda_hw::pci::{offset, Width, CONFIG_SPACE_BYTES, VENDOR_NVIDIA};
@@ -275,6 +276,14 @@ impl Transport for NullTransport {
         "null"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            video_memory: self.card.profile.keeps_vram,
+            dma: false,
+            submission: self.card.profile.swallow_doorbells,
+        }
+    }
+
     fn config_read(&mut self, at: u16, width: Width) -> Result<u32, PciError> {
         check_range(at, width)?;
         Ok(get(&self.card.state.lock().config, at, width))
@@ -387,6 +396,32 @@ impl Transport for NullTransport {
 mod tests {
     use super::*;
     use crate::transport::{clear_bus_master, enable_bus_master};
+
+    #[test]
+    fn publishes_what_its_profile_lets_it_take_and_refuses_the_rest() {
+        let plain = NullOpener::new(NullCard::new(NullProfile::gb202()));
+        let mut t = plain.open().unwrap();
+        let none = Capabilities {
+            video_memory: false,
+            dma: false,
+            submission: false,
+        };
+        assert_eq!(t.capabilities(), none);
+        assert!(t.doorbell(1).unwrap_err().is_refusal());
+        let mut profile = NullProfile::gb202();
+        profile.keeps_vram = true;
+        profile.swallow_doorbells = true;
+        let mut t = NullOpener::new(NullCard::new(profile)).open().unwrap();
+        let played = Capabilities {
+            video_memory: true,
+            submission: true,
+            ..none
+        };
+        assert_eq!(t.capabilities(), played);
+        t.doorbell(1).unwrap();
+        t.vram_write(0, &[1]).unwrap();
+        assert!(t.alloc_dma(4096).unwrap_err().is_refusal());
+    }
 
     #[test]
     fn keeps_video_memory_across_pages_when_asked_and_refuses_otherwise() {

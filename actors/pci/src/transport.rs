@@ -1,3 +1,4 @@
+use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use macuda_hw::pci::{offset, Command, Width};
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,11 @@ impl DmaRegion {
 pub trait Transport: Send {
     /// The backend's name, e.g. `null` or `tinygpu`.
     fn backend(&self) -> &'static str;
+    /// What the card takes (memory access, DMA, submission): every real
+    /// card all of it.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
     /// Whether this transport owns the PCI function (config space, bus
     /// mastering, reset). Not on the kernel-module path, where NVIDIA's
     /// module does, and recovery leaves PCI alone.

@@ -27,6 +27,7 @@ use macuda_hw::methods::{compute, host};
 use macuda_hw::push::{GpEntry, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT};
 use macuda_hw::qmd::Qmd;
 use macuda_memory::{DeviceBuffer, DeviceWindow, MemoryHandle};
+use macuda_pci::{Capabilities, PciError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -51,6 +52,9 @@ pub struct UploadReceipt {
     pub bytes: u64,
     /// Copy-queue position; the copy happens at the next flush.
     pub queued_at: u64,
+    /// Whether the bytes reached the device: not on a card that keeps no
+    /// memory (the null card), where modules are laid out but not resident.
+    pub resident: bool,
 }
 
 /// One push buffer handed to a queue, kept for debugging and tests (the
@@ -260,8 +264,10 @@ struct SubmitActor {
     /// Code or constants were written by the CPU since the last launch:
     /// the next chain head invalidates the shader caches first.
     caches_stale: bool,
-    /// The card gives access to device memory (the null card does not).
-    writes_memory: bool,
+    /// What the card takes, from the device description: without memory
+    /// access nothing is written to or read from it; without submission
+    /// nothing is handed over, and sync points say so.
+    can: Capabilities,
     format: DeviceFormat,
     config: SubmitConfig,
     kernels: Vec<KernelTemplate>,
@@ -398,9 +404,13 @@ impl SubmitActor {
     }
 
     fn note_failure(&mut self, e: SubmitError) {
-        if !e.is_refusal() {
-            tracing::error!(error = %e, "lane work failed");
-        }
+        tracing::error!(error = %e, "lane work failed");
+        self.note_decline(e);
+    }
+
+    /// Keep the first thing the device declined (or that failed with no
+    /// caller to tell) for the next sync point.
+    fn note_decline(&mut self, e: SubmitError) {
         if self.refusal.is_none() {
             self.refusal = Some(e);
         }
@@ -617,7 +627,7 @@ impl SubmitActor {
             queue: kind,
             value: issued,
         });
-        if self.writes_memory {
+        if self.can.video_memory {
             // The push buffer, then the entry naming it, then GP_PUT past
             // the entry: each in place before the next makes it reachable
             // (the doorbell fences before it rings).
@@ -640,25 +650,31 @@ impl SubmitActor {
             userd_address: userd,
             words: pb.words().to_vec(),
         });
-        match self.doorbell.ring(token) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let e = SubmitError::from_gsp(e);
-                // Nothing reached the engine: forget what was queued for it;
-                // none of its descriptors are in flight, and every value
-                // issued so far will never be written.
-                self.stats.refused_submissions += 1;
-                self.arena.retire(u64::MAX);
-                self.dropped_through = self.compute.issued;
-                self.copy_dropped_through = self.copy.issued;
-                let q = self.queue_mut(kind);
-                let put = q.ring.put();
-                let _ = q.ring.update_get(put);
-                q.fetched_at.clear();
-                self.commands.in_flight.clear();
-                Err(e)
-            }
+        if !self.can.submission {
+            // Queuing goes on; the next sync point reports the decline.
+            self.forget_queued(kind);
+            self.note_decline(SubmitError::Pci(PciError::Refused { what: "submission" }));
+            return Ok(());
         }
+        self.doorbell.ring(token).map_err(|e| {
+            self.forget_queued(kind);
+            SubmitError::from_gsp(e)
+        })
+    }
+
+    /// Nothing reached the engine: forget what was queued for it; none of
+    /// its descriptors are in flight, and every value issued so far will
+    /// never be written.
+    fn forget_queued(&mut self, kind: QueueKind) {
+        self.stats.refused_submissions += 1;
+        self.arena.retire(u64::MAX);
+        self.dropped_through = self.compute.issued;
+        self.copy_dropped_through = self.copy.issued;
+        let q = self.queue_mut(kind);
+        let put = q.ring.put();
+        let _ = q.ring.update_get(put);
+        q.fetched_at.clear();
+        self.commands.in_flight.clear();
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -700,19 +716,14 @@ impl SubmitActor {
         self.submit(QueueKind::Copy, pb)
     }
 
-    /// Flush the chain; a refusal is remembered for the next sync point so
-    /// queuing can go on.
+    /// Flush the chain unless a fatal failure waits to be reported (what
+    /// the device declines is remembered for the next sync point, so
+    /// queuing goes on).
     fn flush_chain_keep_going(&mut self) -> Result<(), SubmitError> {
         if self.broken() {
             return Ok(());
         }
-        match self.flush_chain() {
-            Err(e) if e.is_refusal() => {
-                self.note_failure(e);
-                Ok(())
-            }
-            other => other,
-        }
+        self.flush_chain()
     }
 
     fn record_event(&mut self, event: EventId, timed: bool) -> Result<(), SubmitError> {
@@ -750,7 +761,8 @@ impl SubmitActor {
         let host = Stamp::Host {
             ns: u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX),
         };
-        if self.broken() {
+        // A device that runs nothing stamps nothing: the host's clock it is.
+        if self.broken() || !self.can.submission {
             return Ok(host);
         }
         let mut pb = std::mem::take(&mut self.compute.pending);
@@ -768,14 +780,8 @@ impl SubmitActor {
             .map_err(SubmitError::Format)?;
         pb.host_semaphore(self.compute.semaphore, value, false)
             .map_err(SubmitError::Format)?;
-        match self.submit_compute(pb) {
-            Ok(()) => Ok(Stamp::Gpu { value }),
-            Err(e) if e.is_refusal() => {
-                self.note_failure(e);
-                Ok(host)
-            }
-            Err(e) => Err(e),
-        }
+        self.submit_compute(pb)?;
+        Ok(Stamp::Gpu { value })
     }
 
     /// Read `len` bytes the engines write (semaphores, stamps).
@@ -837,16 +843,15 @@ impl SubmitActor {
                 .read_u64(off)
                 .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)));
         }
+        if !self.can.video_memory {
+            return Err(SubmitError::NoTimeline {
+                why: "the device gives no access to semaphore memory",
+            });
+        }
         let bytes = self
             .memory
             .read_device(address, SEMAPHORE_PAYLOAD_BYTES)
-            .map_err(|e| match e {
-                // The null card keeps no memory: there is nothing to read.
-                macuda_memory::MemoryError::Pci(p) if p.is_refusal() => SubmitError::NoTimeline {
-                    why: "the device gives no access to semaphore memory",
-                },
-                e => SubmitError::Memory(e),
-            })?;
+            .map_err(SubmitError::Memory)?;
         let word: [u8; 8] = bytes
             .as_slice()
             .try_into()
@@ -1046,6 +1051,14 @@ impl SubmitService for SubmitActor {
 
     fn upload(&mut self, dst: u64, bytes: Vec<u8>) -> Result<UploadReceipt, SubmitError> {
         let n = bytes.len() as u64;
+        if !self.can.video_memory {
+            return Ok(UploadReceipt {
+                dst,
+                bytes: n,
+                queued_at: self.stats.uploads,
+                resident: false,
+            });
+        }
         // Code and constants land before any launch that can reach them
         // (the loader uploads a module before it hands out its kernels),
         // written by the CPU; the next chain head invalidates the caches
@@ -1058,6 +1071,7 @@ impl SubmitService for SubmitActor {
             dst,
             bytes: n,
             queued_at: self.stats.uploads,
+            resident: true,
         })
     }
 
@@ -1366,14 +1380,18 @@ fn cpu_windows(memory: &MemoryHandle, r: &Regions) -> Result<Vec<DeviceWindow>, 
 }
 
 /// The descriptor mirror and its GPU address: pinned host memory the copy
-/// engine reads through the GPU's address space. The null device has none:
-/// descriptors still go shadow -> mirror on the host, and the copies name
-/// address 0, never submitted. Host memory without a GPU address cannot
-/// be the mirror.
+/// engine reads through the GPU's address space. A device without DMA (the
+/// null card) has none: descriptors still go shadow -> mirror on the host,
+/// and the copies name address 0, never submitted. Host memory without a
+/// GPU address cannot be the mirror.
 fn descriptor_mirror(
     memory: &MemoryHandle,
     bytes: u64,
+    dma: bool,
 ) -> Result<(u64, Box<dyn MirrorStore>), SubmitError> {
+    if !dma {
+        return Ok((0, Box::new(vec![0u8; bytes as usize])));
+    }
     match memory.alloc_host(bytes) {
         Ok(h) => match (h.va, h.view) {
             (Some(va), Some(view)) if view.len() >= bytes => {
@@ -1386,9 +1404,6 @@ fn descriptor_mirror(
                     .unwrap_or(0),
             }),
         },
-        Err(e) if matches!(&e, macuda_memory::MemoryError::Pci(p) if p.is_refusal()) => {
-            Ok((0, Box::new(vec![0u8; bytes as usize])))
-        }
         Err(e) => Err(SubmitError::Memory(e)),
     }
 }
@@ -1430,7 +1445,8 @@ pub fn spawn(
     let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
     let regions = Regions::allocate(&memory, &submit)?;
     let windows = cpu_windows(&memory, &regions)?;
-    let (mirror_va, mirror) = descriptor_mirror(&memory, submit.descriptor_bytes)?;
+    let can = gsp.device_info().map_err(SubmitError::Gsp)?.can;
+    let (mirror_va, mirror) = descriptor_mirror(&memory, submit.descriptor_bytes, can.dma)?;
     let (waker, parking) = wake_pair();
     let setup = ring_specs(&regions, submit.gpfifo_entries);
     let channels = gsp.create_channels(setup).map_err(SubmitError::Gsp)?;
@@ -1462,7 +1478,7 @@ pub fn spawn(
         local: LocalMemory::default(),
         fault: None,
         caches_stale: true,
-        writes_memory: false,
+        can,
         format,
         config: submit,
         kernels: Vec::new(),
@@ -1511,10 +1527,9 @@ pub fn spawn(
     // Video memory is not zeroed: the timelines start at 0 or a stale
     // value would mark work done that never ran, and USERD starts empty.
     // A card without memory access has no timelines to read either.
-    actor.writes_memory = match actor.clear_control_memory(&regions) {
-        Err(SubmitError::Memory(macuda_memory::MemoryError::Pci(p))) if p.is_refusal() => false,
-        r => r.map(|()| true)?,
-    };
+    if can.video_memory {
+        actor.clear_control_memory(&regions)?;
+    }
     actor.prologue()?;
     let (handle, join) = spawn_with_background(
         config,

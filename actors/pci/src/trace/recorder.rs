@@ -3,6 +3,7 @@
 
 use super::access::Access;
 use super::format::{TraceOp, MAX_RECORDED_MMIO_BYTES, MAX_TRACE_LINE_BYTES, TRACE_HEADER};
+use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use crate::transport::{BarInfo, DmaId, DmaRegion, Transport};
 use macuda_hw::pci::Width;
@@ -181,6 +182,10 @@ fn refuse_long_mmio(len: usize) -> Result<(), PciError> {
 impl<T: Transport + ?Sized, W: Write + Send> Transport for Recorder<T, W> {
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
     }
 
     fn config_read(&mut self, offset: u16, width: Width) -> Result<u32, PciError> {
