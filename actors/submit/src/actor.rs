@@ -14,6 +14,7 @@ use crate::local::{LocalMemory, LocalSize};
 use crate::pushbuf::PushBuffer;
 use crate::queue::{Queue, QueueKind};
 use crate::ring::GpFifoRing;
+use crate::timeline::Timeline;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{
     actor_protocol, spawn_with_background, wake_pair, ActorConfig, ActorFault, ActorJoin, Cx,
@@ -329,8 +330,6 @@ const STAMP_CLOCK_OFFSET: u64 = 8;
 pub const TIMED_EVENTS: u32 = 4096;
 const SEMAPHORE_BYTES: u64 = STAMPS_OFFSET + TIMED_EVENTS as u64 * STAMP_BYTES;
 const COPY_SEMAPHORE_OFFSET: u64 = 16;
-/// A 64-bit timeline payload.
-const SEMAPHORE_PAYLOAD_BYTES: u64 = 8;
 
 impl SubmitActor {
     fn drain_lane(&mut self) -> bool {
@@ -527,7 +526,7 @@ impl SubmitActor {
         self.compute.issued += 1;
         let value = self.compute.issued;
         self.format
-            .release_qmd(&mut tail.qmd, self.compute.semaphore, value)
+            .release_qmd(&mut tail.qmd, self.compute.timeline.address, value)
             .map_err(SubmitError::Format)?;
         self.write_qmd(tail.qmd_offset, &tail.qmd)?;
         self.stats.chains += 1;
@@ -542,7 +541,7 @@ impl SubmitActor {
         self.compute_waits_for_copy = Some(copy_value);
         let mut pb = std::mem::take(&mut self.compute.pending);
         if let Some(v) = self.compute_waits_for_copy.take() {
-            pb.host_semaphore(self.copy.semaphore, v, true)
+            pb.host_semaphore(self.copy.timeline.address, v, true)
                 .map_err(SubmitError::Format)?;
         }
         // Grids launched by separate SEND_PCAS run side by side: the head of
@@ -550,7 +549,7 @@ impl SubmitActor {
         // overlap (on the H200, four chains of 32 dependent launches came
         // out wrong without this wait).
         if value > 1 {
-            pb.host_semaphore(self.compute.semaphore, value - 1, true)
+            pb.host_semaphore(self.compute.timeline.address, value - 1, true)
                 .map_err(SubmitError::Format)?;
         }
         if std::mem::take(&mut self.caches_stale) {
@@ -579,7 +578,7 @@ impl SubmitActor {
         }
         self.copy.issued += 1;
         let v = self.copy.issued;
-        pb.host_semaphore(self.copy.semaphore, v, false)
+        pb.host_semaphore(self.copy.timeline.address, v, false)
             .map_err(SubmitError::Format)?;
         self.submit(QueueKind::Copy, pb)?;
         Ok(v)
@@ -694,7 +693,7 @@ impl SubmitActor {
             let v = self.compute.issued;
             self.copy
                 .pending
-                .host_semaphore(self.compute.semaphore, v, true)
+                .host_semaphore(self.compute.timeline.address, v, true)
                 .map_err(SubmitError::Format)?;
         }
         self.copy
@@ -710,7 +709,7 @@ impl SubmitActor {
         self.copy.issued += 1;
         let v = self.copy.issued;
         let mut pb = std::mem::take(&mut self.copy.pending);
-        pb.host_semaphore(self.copy.semaphore, v, false)
+        pb.host_semaphore(self.copy.timeline.address, v, false)
             .map_err(SubmitError::Format)?;
         self.compute_waits_for_copy = Some(v);
         self.submit(QueueKind::Copy, pb)
@@ -745,7 +744,7 @@ impl SubmitActor {
     }
 
     fn stamp_address(&self, event: EventId) -> u64 {
-        self.compute.semaphore + STAMPS_OFFSET + u64::from(event.0) * STAMP_BYTES
+        self.compute.timeline.address + STAMPS_OFFSET + u64::from(event.0) * STAMP_BYTES
     }
 
     /// A compute-queue push buffer that waits for everything queued so far
@@ -767,18 +766,18 @@ impl SubmitActor {
         }
         let mut pb = std::mem::take(&mut self.compute.pending);
         if let Some(v) = self.compute_waits_for_copy.take() {
-            pb.host_semaphore(self.copy.semaphore, v, true)
+            pb.host_semaphore(self.copy.timeline.address, v, true)
                 .map_err(SubmitError::Format)?;
         }
         if self.compute.issued > 0 {
-            pb.host_semaphore(self.compute.semaphore, self.compute.issued, true)
+            pb.host_semaphore(self.compute.timeline.address, self.compute.issued, true)
                 .map_err(SubmitError::Format)?;
         }
         self.compute.issued += 1;
         let value = self.compute.issued;
         pb.stamped_release(self.stamp_address(event), value)
             .map_err(SubmitError::Format)?;
-        pb.host_semaphore(self.compute.semaphore, value, false)
+        pb.host_semaphore(self.compute.timeline.address, value, false)
             .map_err(SubmitError::Format)?;
         self.submit_compute(pb)?;
         Ok(Stamp::Gpu { value })
@@ -835,30 +834,8 @@ impl SubmitActor {
     }
 
     /// The value a queue's timeline semaphore holds: what the GPU wrote.
-    fn completed(&mut self, q: QueueKind) -> Result<u64, SubmitError> {
-        let address = self.queue(q).semaphore;
-        if let Some((w, off)) = self.window(address, SEMAPHORE_PAYLOAD_BYTES) {
-            return w
-                .view
-                .read_u64(off)
-                .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)));
-        }
-        if !self.can.video_memory {
-            return Err(SubmitError::NoTimeline {
-                why: "the device gives no access to semaphore memory",
-            });
-        }
-        let bytes = self
-            .memory
-            .read_device(address, SEMAPHORE_PAYLOAD_BYTES)
-            .map_err(SubmitError::Memory)?;
-        let word: [u8; 8] = bytes
-            .as_slice()
-            .try_into()
-            .map_err(|_| SubmitError::Invariant {
-                reason: "a semaphore read returned the wrong length",
-            })?;
-        Ok(u64::from_le_bytes(word))
+    fn completed(&self, q: QueueKind) -> Result<u64, SubmitError> {
+        self.queue(q).timeline.completed()
     }
 
     /// The CPU view holding `[address, address + len)`, and its offset there.
@@ -878,24 +855,6 @@ impl SubmitActor {
         self.memory
             .write_device(address, bytes)
             .map_err(SubmitError::Memory)
-    }
-
-    /// What RM reported against the channels, latched: once faulted, the
-    /// queues stay stopped until they are reopened.
-    fn check_fault(&mut self, deep: bool) -> Result<(), SubmitError> {
-        if let Some(f) = &self.fault {
-            return Err(SubmitError::ChannelFault(f.clone()));
-        }
-        match self.gsp.channel_fault(deep) {
-            Ok(Some(f)) => {
-                tracing::error!(fault = %f, "RM reported a channel fault");
-                let f = Box::new(f);
-                self.fault = Some(f.clone());
-                Err(SubmitError::ChannelFault(f))
-            }
-            Ok(None) => Ok(()),
-            Err(e) => Err(SubmitError::Gsp(e)),
-        }
     }
 
     fn wait_compute(&mut self, value: u64) -> Result<(), SubmitError> {
@@ -921,40 +880,22 @@ impl SubmitActor {
         self.wait_ns += spent;
     }
 
-    /// The patience counts from the timeline's last step, not from the
-    /// start: a GPU shared with other processes (RM time-slices their
-    /// channels) runs a long queue slowly but keeps stepping, and NVIDIA's
-    /// runtime waits for it as long as it takes. Only a queue that stops
-    /// moving for the whole patience is called stuck.
     fn wait_timeline_untimed(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
-        let started = Instant::now();
-        let mut next_check = FAULT_CHECK_FIRST;
-        let mut last = None;
-        let mut moved = started;
-        loop {
-            let done = self.completed(kind)?;
-            if done >= value {
-                return Ok(done);
-            }
-            if last != Some(done) {
-                last = Some(done);
-                moved = Instant::now();
-            }
-            if started.elapsed() >= next_check {
-                self.check_fault(false)?;
-                next_check = started.elapsed() + FAULT_CHECK_EVERY;
-            }
-            if moved.elapsed() > self.config.sync_timeout {
-                self.check_fault(true)?;
-                return Err(SubmitError::Stuck {
-                    queue: self.queue(kind).name,
-                    value,
-                    after_ms: u64::try_from(self.config.sync_timeout.as_millis())
-                        .unwrap_or(u64::MAX),
-                });
-            }
-            std::thread::yield_now();
-        }
+        let patience = self.config.sync_timeout;
+        let SubmitActor {
+            compute,
+            copy,
+            gsp,
+            fault,
+            ..
+        } = self;
+        let q = match kind {
+            QueueKind::Compute => &*compute,
+            QueueKind::Copy => &*copy,
+        };
+        q.timeline.wait(q.name, value, patience, |deep| {
+            latch_fault(gsp, fault, deep)
+        })
     }
 
     /// At a sync point: report what the device declined since the last one.
@@ -969,6 +910,28 @@ impl SubmitActor {
             }
             None => Ok(()),
         }
+    }
+}
+
+/// What RM reported against the channels, latched: once faulted, the
+/// queues stay stopped until they are reopened.
+fn latch_fault(
+    gsp: &GspHandle,
+    fault: &mut Option<Box<ChannelFault>>,
+    deep: bool,
+) -> Result<(), SubmitError> {
+    if let Some(f) = fault {
+        return Err(SubmitError::ChannelFault(f.clone()));
+    }
+    match gsp.channel_fault(deep) {
+        Ok(Some(f)) => {
+            tracing::error!(fault = %f, "RM reported a channel fault");
+            let f = Box::new(f);
+            *fault = Some(f.clone());
+            Err(SubmitError::ChannelFault(f))
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(SubmitError::Gsp(e)),
     }
 }
 
@@ -1184,10 +1147,10 @@ impl SubmitService for SubmitActor {
         // Every value handed out so far is done: what the fault cut short
         // will not run. The timelines go on from there.
         let (compute_done, copy_done) = (self.compute.issued, self.copy.issued);
-        let sem = self.compute.semaphore;
+        let sem = self.compute.timeline.address;
         // The compute timeline's high word stays 0 (one-word releases).
         self.write_device(sem, compute_done.to_le_bytes().to_vec())?;
-        self.write_device(self.copy.semaphore, copy_done.to_le_bytes().to_vec())?;
+        self.write_device(self.copy.timeline.address, copy_done.to_le_bytes().to_vec())?;
         for q in [&self.compute, &self.copy] {
             self.write_device(q.userd, vec![0; USERD_BYTES as usize])?;
             self.write_device(
@@ -1259,11 +1222,6 @@ impl MirrorStore for PinnedMirror {
         unsafe { std::slice::from_raw_parts_mut(self.view.as_ptr(), self.view.len() as usize) }
     }
 }
-
-/// A sync point waits this long before it first asks RM about a fault,
-/// then asks this often.
-const FAULT_CHECK_FIRST: Duration = Duration::from_millis(2);
-const FAULT_CHECK_EVERY: Duration = Duration::from_millis(20);
 
 impl SubmitActor {
     /// What a fresh channel needs before its first work: the engine
@@ -1463,11 +1421,25 @@ pub fn spawn(
             ring_address,
             userd,
             token,
-            semaphore,
+            timeline: Timeline::new(semaphore, &windows, &memory, can.video_memory),
             issued: 0,
             pending: PushBuffer::new(),
         })
     };
+    let compute = queue(
+        "compute",
+        channels.compute.token,
+        regions.semaphores.va,
+        regions.rings.va,
+        regions.userd.va,
+    )?;
+    let copy = queue(
+        "copy",
+        channels.copy.token,
+        regions.semaphores.va + COPY_SEMAPHORE_OFFSET,
+        regions.rings.va + ring_bytes,
+        regions.userd.va + USERD_BYTES,
+    )?;
     let mut actor = SubmitActor {
         gsp,
         doorbell,
@@ -1496,20 +1468,8 @@ pub fn spawn(
             cursor: 0,
             in_flight: std::collections::VecDeque::new(),
         },
-        compute: queue(
-            "compute",
-            channels.compute.token,
-            regions.semaphores.va,
-            regions.rings.va,
-            regions.userd.va,
-        )?,
-        copy: queue(
-            "copy",
-            channels.copy.token,
-            regions.semaphores.va + COPY_SEMAPHORE_OFFSET,
-            regions.rings.va + ring_bytes,
-            regions.userd.va + USERD_BYTES,
-        )?,
+        compute,
+        copy,
         compute_waits_for_copy: None,
         chain: OpenChain::default(),
         chain_flush: None,

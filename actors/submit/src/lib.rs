@@ -28,6 +28,7 @@ mod local;
 pub mod pushbuf;
 mod queue;
 pub mod ring;
+mod timeline;
 
 pub use actor::{
     lane_launch, spawn, LaunchRecord, Submission, SubmitConfig, SubmitHandle, SubmitRequest,

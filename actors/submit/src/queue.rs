@@ -3,6 +3,7 @@
 
 use crate::pushbuf::PushBuffer;
 use crate::ring::GpFifoRing;
+use crate::timeline::Timeline;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum QueueKind {
@@ -22,7 +23,7 @@ pub(crate) struct Queue {
     /// Work token for the doorbell. The null RM has no channels, so there it
     /// is a fixed number; real backends take it from RM.
     pub(crate) token: u32,
-    pub(crate) semaphore: u64,
+    pub(crate) timeline: Timeline,
     /// The last value handed out; the GPU writes it when the work is done.
     pub(crate) issued: u64,
     /// Per entry between GP_GET and GP_PUT, oldest first: the timeline
