@@ -11,8 +11,8 @@
 #
 # until it exits 0 (done); it exits 3 at once on a fresh machine (the last
 # one was given back), where this script must run again. Results in OUT
-# (default device-out): gpu.txt, kernel_rm.txt, gate.tgz, summary.txt,
-# progress.txt.
+# (default device-out): gpu.txt, kernel_rm.txt, cublas-order.txt and
+# cublas-order.tgz, gate.tgz, summary.txt, progress.txt.
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-device-out}
@@ -32,4 +32,13 @@ for t in gpu kernel_rm; do
     >"$out/$t.txt" 2>&1
   echo "$t: exit $? ($(grep -h '^test result' "$out/$t.txt" | tail -1))"
 done
+# The summation order of the sgemm a mixture of experts' router makes,
+# NVIDIA's beside ours (tests/device/cublas.sh's order part): whether our
+# cuBLAS gives NVIDIA's bits there decides that model's decode.
+cublas_out=/tmp/macuda-cublas-order
+rm -rf "$cublas_out"
+OUT=$cublas_out CUBLAS_PARTS="order" timeout --kill-after=5 300 bash tests/device/cublas.sh >/dev/null 2>&1
+cp "$cublas_out/cublas/summary.txt" "$out/cublas-order.txt" 2>/dev/null
+tar czf "$out/cublas-order.tgz" -C "$cublas_out" cublas 2>/dev/null
+echo "cublas order: $(grep -c 'the same as' "$out/cublas-order.txt" 2>/dev/null || echo 0) of 4 shapes as NVIDIA's"
 bash tests/llama/gate-wait.sh "${WAIT:-240}" "$out"
