@@ -602,24 +602,19 @@ impl SubmitActor {
             self.commands.retire(queue, done);
         }
         self.stats.command_bytes += len;
-        let q = self.queue_mut(kind);
         // CAST: a push buffer is far below 2^21 dwords.
         let entry =
             GpEntry::subroutine(at, pb.words().len() as u32).map_err(SubmitError::Format)?;
-        if q.ring.free() == 0 {
-            self.make_room(kind)?;
+        let patience = self.config.sync_timeout;
+        let started = Instant::now();
+        let (q, gsp, fault) = self.queue_and_fault(kind);
+        // A full ring waits for the engine: that time is the GPU's.
+        let waits = q.ring.free() == 0;
+        let (entry_address, put) = q.claim_entry(patience, |deep| latch_fault(gsp, fault, deep))?;
+        let (userd, issued, name, token) = (q.userd, q.issued, q.name, q.token);
+        if waits {
+            self.note_wait(started);
         }
-        let q = self.queue_mut(kind);
-        let slot = q.ring.claim().map_err(SubmitError::Ring)?;
-        q.fetched_at.push_back(q.issued);
-        let (entry_address, put, userd, issued, name, token) = (
-            q.ring_address + u64::from(slot) * ENTRY_BYTES,
-            q.ring.put(),
-            q.userd,
-            q.issued,
-            q.name,
-            q.token,
-        );
         self.commands.in_flight.push_back(CommandSpan {
             start: at,
             end: at + len,
@@ -669,10 +664,7 @@ impl SubmitActor {
         self.arena.retire(u64::MAX);
         self.dropped_through = self.compute.issued;
         self.copy_dropped_through = self.copy.issued;
-        let q = self.queue_mut(kind);
-        let put = q.ring.put();
-        let _ = q.ring.update_get(put);
-        q.fetched_at.clear();
+        self.queue_mut(kind).forget_in_flight();
         self.commands.in_flight.clear();
     }
 
@@ -797,28 +789,6 @@ impl SubmitActor {
             .map_err(SubmitError::Memory)
     }
 
-    /// A full ring: wait on the queue's timeline for the oldest fetch still
-    /// outstanding, then free every entry the engine fetched by then.
-    fn make_room(&mut self, kind: QueueKind) -> Result<(), SubmitError> {
-        let oldest =
-            self.queue(kind)
-                .fetched_at
-                .front()
-                .copied()
-                .ok_or(SubmitError::Invariant {
-                    reason: "a full ring with nothing in flight",
-                })?;
-        let done = self.wait_timeline(kind, oldest)?;
-        let q = self.queue_mut(kind);
-        let mut fetched = 0u32;
-        while q.fetched_at.front().is_some_and(|&v| v <= done) {
-            q.fetched_at.pop_front();
-            fetched += 1;
-        }
-        let get = (q.ring.get() + fetched) & (q.ring.entries() - 1);
-        q.ring.update_get(get).map_err(SubmitError::Ring)
-    }
-
     fn queue(&self, kind: QueueKind) -> &Queue {
         match kind {
             QueueKind::Compute => &self.compute,
@@ -882,6 +852,18 @@ impl SubmitActor {
 
     fn wait_timeline_untimed(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
         let patience = self.config.sync_timeout;
+        let (q, gsp, fault) = self.queue_and_fault(kind);
+        q.timeline.wait(q.name, value, patience, |deep| {
+            latch_fault(gsp, fault, deep)
+        })
+    }
+
+    /// One queue beside what a wait on it checks for faults with: split
+    /// borrows of the actor.
+    fn queue_and_fault(
+        &mut self,
+        kind: QueueKind,
+    ) -> (&mut Queue, &GspHandle, &mut Option<Box<ChannelFault>>) {
         let SubmitActor {
             compute,
             copy,
@@ -890,12 +872,10 @@ impl SubmitActor {
             ..
         } = self;
         let q = match kind {
-            QueueKind::Compute => &*compute,
-            QueueKind::Copy => &*copy,
+            QueueKind::Compute => compute,
+            QueueKind::Copy => copy,
         };
-        q.timeline.wait(q.name, value, patience, |deep| {
-            latch_fault(gsp, fault, deep)
-        })
+        (q, gsp, fault)
     }
 
     /// At a sync point: report what the device declined since the last one.
@@ -1159,9 +1139,7 @@ impl SubmitService for SubmitActor {
             )?;
         }
         for q in [&mut self.compute, &mut self.copy] {
-            q.ring = GpFifoRing::new(q.ring.entries()).map_err(SubmitError::Ring)?;
-            q.fetched_at.clear();
-            q.pending.clear();
+            q.restart()?;
         }
         self.commands.in_flight.clear();
         self.commands.cursor = 0;

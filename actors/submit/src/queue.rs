@@ -1,9 +1,12 @@
 //! The hardware queues submit drives, one per engine: a GPFIFO ring, its
 //! 64-bit timeline semaphore, and the push buffer being filled.
 
+use crate::error::SubmitError;
 use crate::pushbuf::PushBuffer;
 use crate::ring::GpFifoRing;
 use crate::timeline::Timeline;
+use macuda_hw::gpfifo::ENTRY_BYTES;
+use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum QueueKind {
@@ -31,4 +34,66 @@ pub(crate) struct Queue {
     /// ends with, or comes before, the release of the value issued with it).
     pub(crate) fetched_at: std::collections::VecDeque<u64>,
     pub(crate) pending: PushBuffer,
+}
+
+impl Queue {
+    /// Claim the next ring entry for work released at the current issued
+    /// value, waiting for room first where the ring is full; returns the
+    /// entry's GPU address and GP_PUT past it.
+    pub(crate) fn claim_entry(
+        &mut self,
+        patience: Duration,
+        check_fault: impl FnMut(bool) -> Result<(), SubmitError>,
+    ) -> Result<(u64, u32), SubmitError> {
+        if self.ring.free() == 0 {
+            self.make_room(patience, check_fault)?;
+        }
+        let slot = self.ring.claim().map_err(SubmitError::Ring)?;
+        self.fetched_at.push_back(self.issued);
+        Ok((
+            self.ring_address + u64::from(slot) * ENTRY_BYTES,
+            self.ring.put(),
+        ))
+    }
+
+    /// A full ring: wait on the timeline for the oldest fetch still
+    /// outstanding, then free every entry the engine fetched by then.
+    fn make_room(
+        &mut self,
+        patience: Duration,
+        check_fault: impl FnMut(bool) -> Result<(), SubmitError>,
+    ) -> Result<(), SubmitError> {
+        let oldest = self
+            .fetched_at
+            .front()
+            .copied()
+            .ok_or(SubmitError::Invariant {
+                reason: "a full ring with nothing in flight",
+            })?;
+        let done = self
+            .timeline
+            .wait(self.name, oldest, patience, check_fault)?;
+        let mut fetched = 0u32;
+        while self.fetched_at.front().is_some_and(|&v| v <= done) {
+            self.fetched_at.pop_front();
+            fetched += 1;
+        }
+        let get = (self.ring.get() + fetched) & (self.ring.entries() - 1);
+        self.ring.update_get(get).map_err(SubmitError::Ring)
+    }
+
+    /// Nothing queued reached the engine: every entry counts as fetched.
+    pub(crate) fn forget_in_flight(&mut self) {
+        let put = self.ring.put();
+        let _ = self.ring.update_get(put);
+        self.fetched_at.clear();
+    }
+
+    /// A fresh ring after the channels were reopened.
+    pub(crate) fn restart(&mut self) -> Result<(), SubmitError> {
+        self.ring = GpFifoRing::new(self.ring.entries()).map_err(SubmitError::Ring)?;
+        self.fetched_at.clear();
+        self.pending.clear();
+        Ok(())
+    }
 }
