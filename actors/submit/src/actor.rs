@@ -1,9 +1,9 @@
-use crate::arena::{ArenaError, DescriptorArena, MirrorStore};
+use crate::arena::{ArenaError, DescriptorArena};
 use crate::chain::OpenChain;
-use crate::command::{CommandRegion, CommandSpan, COMMAND_BYTES};
+use crate::command::{CommandRegion, CommandSpan};
 use crate::encode::{
-    qmd_bytes, Bank0Slot, ChainTuning, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape,
-    CBANK0_ALIGN, QMD_ALIGN,
+    qmd_bytes, Bank0Slot, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape, CBANK0_ALIGN,
+    QMD_ALIGN,
 };
 use crate::error::SubmitError;
 use crate::events::{EventSlot, EventTable, Stamp};
@@ -13,146 +13,25 @@ use crate::lane::{
 use crate::local::{LocalMemory, LocalSize};
 use crate::pushbuf::PushBuffer;
 use crate::queue::{Queue, QueueKind};
-use crate::ring::GpFifoRing;
-use crate::timeline::Timeline;
+use crate::records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};
 use crossbeam_queue::ArrayQueue;
-use macuda_core::{
-    actor_protocol, spawn_with_background, wake_pair, ActorConfig, ActorFault, ActorJoin, Cx,
-    Severity, Waker,
-};
-use macuda_gsp::{
-    ChannelFault, ChannelSetup, Channels, CpuView, Doorbell, GspHandle, ObjectHandle, RingSpec,
-};
+use macuda_core::{actor_protocol, ActorFault, Severity, Waker};
+use macuda_gsp::{ChannelFault, ChannelSetup, Channels, Doorbell, GspHandle};
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::methods::{compute, host};
 use macuda_hw::push::{GpEntry, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT};
 use macuda_hw::qmd::Qmd;
-use macuda_memory::{DeviceBuffer, DeviceWindow, MemoryHandle};
+use macuda_memory::{DeviceWindow, MemoryHandle};
 use macuda_pci::{Capabilities, PciError};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// One kernel launch through the control plane (tests, the demo); the hot
-/// path is the lane, which carries the same fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchRecord {
-    pub kernel: KernelId,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub dynamic_shared_bytes: u32,
-    /// The parameter block, laid out as the kernel's metadata says.
-    pub params: Vec<u8>,
-}
-
-/// An upload accepted onto the copy queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UploadReceipt {
-    pub dst: u64,
-    pub bytes: u64,
-    /// Copy-queue position; the copy happens at the next flush.
-    pub queued_at: u64,
-    /// Whether the bytes reached the device: not on a card that keeps no
-    /// memory (the null card), where modules are laid out but not resident.
-    pub resident: bool,
-}
-
-/// One push buffer handed to a queue, kept for debugging and tests (the
-/// command streams can be decoded and compared with NVIDIA's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Submission {
-    pub queue: String,
-    /// Where the push buffer lives on the GPU.
-    pub address: u64,
-    /// The GPFIFO entry naming it, and where in the ring it goes.
-    pub gp_entry: u64,
-    pub gp_entry_address: u64,
-    /// GP_PUT after this entry (what USERD gets before the doorbell).
-    pub gp_put: u32,
-    /// The queue's USERD block, whose GP_PUT word gets `gp_put`.
-    pub userd_address: u64,
-    pub words: Vec<u32>,
-}
+/// Starting the actor; it builds the struct below, so it lives under it.
+pub(crate) mod setup;
 
 /// How many submissions are kept.
 const KEEP_SUBMISSIONS: usize = 64;
-
-/// How the submit actor batches work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubmitConfig {
-    /// Launches linked into one chain before it is handed over. 128 was the
-    /// measured optimum (seed notes: deeper chains delay their own start,
-    /// shallower ones expose more seams).
-    pub chain_depth: usize,
-    /// Deliver only the words of each descriptor that changed since the
-    /// same launch of the previous token.
-    pub diffing: bool,
-    /// Lane records the callers may run ahead by.
-    pub lane_capacity: usize,
-    /// Bytes of the descriptor region (QMDs and their bank 0).
-    pub descriptor_bytes: u64,
-    /// How long a sync point waits with its queue's timeline not moving
-    /// before it reports the queue stuck.
-    pub sync_timeout: Duration,
-    /// Entries of each GPFIFO ring (a power of two).
-    pub gpfifo_entries: u32,
-    /// How a chain's launches hand over to each other.
-    pub chain: ChainTuning,
-}
-
-impl Default for SubmitConfig {
-    fn default() -> Self {
-        SubmitConfig {
-            chain_depth: 128,
-            diffing: true,
-            lane_capacity: 4096,
-            // 4 MiB holds a decode token of a few thousand launches without
-            // wrapping (so the next token lines up with it), and, with its
-            // mirror and shadow, stays in the CPU's caches: on the H200's
-            // host 8 MiB cost about 30% more a launch in the comparisons
-            // diffing makes.
-            descriptor_bytes: 4 << 20,
-            sync_timeout: Duration::from_secs(10),
-            gpfifo_entries: 1024,
-            chain: ChainTuning::default(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubmitStats {
-    pub streams: u64,
-    pub kernels: u64,
-    pub launches: u64,
-    pub param_bytes: u64,
-    pub chains: u64,
-    /// Hand-overs: descriptor delivery plus the launch of a chain's head.
-    pub flushes: u64,
-    /// Descriptor bytes copied shadow -> mirror -> video memory.
-    pub descriptor_bytes: u64,
-    pub descriptor_patches: u64,
-    /// Push-buffer bytes written for both queues.
-    pub command_bytes: u64,
-    pub uploads: u64,
-    pub upload_bytes: u64,
-    pub copies: u64,
-    pub fills: u64,
-    pub events: u64,
-    pub gp_entries: u64,
-    /// Submissions the device declined (the null device declines all).
-    pub refused_submissions: u64,
-    /// Nanoseconds spent building descriptors (QMD and bank 0) in the actor.
-    pub build_ns: u64,
-    /// Nanoseconds spent handing chains and copies over (delivery, push
-    /// buffers, doorbells), waits excluded.
-    pub flush_ns: u64,
-    /// Nanoseconds spent waiting for the GPU: for a timeline value, for
-    /// ring entries or descriptor space it still uses.
-    pub wait_ns: u64,
-    /// Launches the lane delivered (the rest came through requests).
-    pub lane_launches: u64,
-}
 
 actor_protocol! {
     /// The submit actor's handle.
@@ -1180,27 +1059,6 @@ impl SubmitService for SubmitActor {
     }
 }
 
-/// The mirror in pinned host memory the copy engine reads: the process's
-/// view of it, taken whole as the arena's buffer.
-struct PinnedMirror {
-    view: CpuView,
-}
-
-impl MirrorStore for PinnedMirror {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the view maps `len` bytes of ordinary pinned host memory
-        // that only this actor writes (the GPU only reads it), for as long
-        // as `self` holds the view.
-        // CAST: a CPU mapping's length is a usize.
-        unsafe { std::slice::from_raw_parts(self.view.as_ptr(), self.view.len() as usize) }
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`; `&mut self` makes this the only slice.
-        unsafe { std::slice::from_raw_parts_mut(self.view.as_ptr(), self.view.len() as usize) }
-    }
-}
-
 impl SubmitActor {
     /// What a fresh channel needs before its first work: the engine
     /// objects bound on their subchannels, and the compute channel's
@@ -1274,222 +1132,6 @@ impl SubmitActor {
         self.local.per_thread = per_thread;
         self.local.buffers.push(buffer);
         Ok(())
-    }
-}
-
-/// The regions the actor allocates at start.
-struct Regions {
-    descriptors: DeviceBuffer,
-    commands: DeviceBuffer,
-    semaphores: DeviceBuffer,
-    rings: DeviceBuffer,
-    userd: DeviceBuffer,
-}
-
-impl Regions {
-    /// The regions this actor keeps for its whole life, from memory.
-    fn allocate(memory: &MemoryHandle, submit: &SubmitConfig) -> Result<Regions, SubmitError> {
-        let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
-        let alloc = |bytes| memory.alloc_device(bytes).map_err(SubmitError::Memory);
-        Ok(Regions {
-            descriptors: alloc(submit.descriptor_bytes)?,
-            commands: alloc(COMMAND_BYTES)?,
-            semaphores: alloc(SEMAPHORE_BYTES)?,
-            rings: alloc(2 * ring_bytes)?,
-            // Our model of each channel's USERD; RM's channel object reads
-            // GP_PUT from it.
-            userd: alloc(2 * USERD_BYTES)?,
-        })
-    }
-}
-
-/// The regions this actor writes itself, where the CPU can reach them
-/// directly (the descriptor region is written by the copy engine).
-fn cpu_windows(memory: &MemoryHandle, r: &Regions) -> Result<Vec<DeviceWindow>, SubmitError> {
-    let mut windows = Vec::new();
-    for b in [&r.commands, &r.semaphores, &r.rings, &r.userd] {
-        if let Some(w) = memory.cpu_window(b.va).map_err(SubmitError::Memory)? {
-            windows.push(w);
-        }
-    }
-    Ok(windows)
-}
-
-/// The descriptor mirror and its GPU address: pinned host memory the copy
-/// engine reads through the GPU's address space. A device without DMA (the
-/// null card) has none: descriptors still go shadow -> mirror on the host,
-/// and the copies name address 0, never submitted. Host memory without a
-/// GPU address cannot be the mirror.
-fn descriptor_mirror(
-    memory: &MemoryHandle,
-    bytes: u64,
-    dma: bool,
-) -> Result<(u64, Box<dyn MirrorStore>), SubmitError> {
-    if !dma {
-        return Ok((0, Box::new(vec![0u8; bytes as usize])));
-    }
-    match memory.alloc_host(bytes) {
-        Ok(h) => match (h.va, h.view) {
-            (Some(va), Some(view)) if view.len() >= bytes => {
-                Ok((va, Box::new(PinnedMirror { view })))
-            }
-            _ => Err(SubmitError::MirrorUnmapped {
-                bus: h
-                    .dma
-                    .and_then(|d| d.segments.first().map(|s| s.bus_addr))
-                    .unwrap_or(0),
-            }),
-        },
-        Err(e) => Err(SubmitError::Memory(e)),
-    }
-}
-
-fn ring_specs(r: &Regions, entries: u32) -> ChannelSetup {
-    let ring_bytes = u64::from(entries) * ENTRY_BYTES;
-    let handle = |b: &DeviceBuffer| b.rm_handle.unwrap_or(ObjectHandle::NONE);
-    ChannelSetup {
-        compute: RingSpec {
-            ring_memory: handle(&r.rings),
-            ring_va: r.rings.va,
-            entries,
-            userd_memory: handle(&r.userd),
-            userd_offset: 0,
-        },
-        copy: RingSpec {
-            ring_memory: handle(&r.rings),
-            ring_va: r.rings.va + ring_bytes,
-            entries,
-            userd_memory: handle(&r.userd),
-            userd_offset: USERD_BYTES,
-        },
-    }
-}
-
-/// Start the submit actor for a device of compute capability `sm`: its
-/// regions from memory, its channels and doorbell from gsp.
-///
-/// # Errors
-/// An architecture without a launch format, memory for the rings and
-/// regions, channels RM refuses, or the thread.
-pub fn spawn(
-    config: ActorConfig,
-    submit: SubmitConfig,
-    sm: u32,
-    memory: MemoryHandle,
-    gsp: GspHandle,
-) -> Result<(SubmitHandle, ActorJoin), SubmitError> {
-    let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
-    let regions = Regions::allocate(&memory, &submit)?;
-    let windows = cpu_windows(&memory, &regions)?;
-    let can = gsp.device_info().map_err(SubmitError::Gsp)?.can;
-    let (mirror_va, mirror) = descriptor_mirror(&memory, submit.descriptor_bytes, can.dma)?;
-    let (waker, parking) = wake_pair();
-    let setup = ring_specs(&regions, submit.gpfifo_entries);
-    let channels = gsp.create_channels(setup).map_err(SubmitError::Gsp)?;
-    let compute_class = channels.compute.class;
-    let mut format = DeviceFormat::for_device(sm, compute_class)
-        .ok_or(SubmitError::NoLaunchFormat { sm, compute_class })?;
-    format.chain = submit.chain;
-    let doorbell = gsp.doorbell().map_err(SubmitError::Gsp)?;
-    let queue = |name, token, semaphore, ring_address, userd| -> Result<Queue, SubmitError> {
-        Ok(Queue {
-            name,
-            ring: GpFifoRing::new(submit.gpfifo_entries).map_err(SubmitError::Ring)?,
-            fetched_at: std::collections::VecDeque::new(),
-            ring_address,
-            userd,
-            token,
-            timeline: Timeline::new(semaphore, &windows, &memory, can.video_memory),
-            issued: 0,
-            pending: PushBuffer::new(),
-        })
-    };
-    let compute = queue(
-        "compute",
-        channels.compute.token,
-        regions.semaphores.va,
-        regions.rings.va,
-        regions.userd.va,
-    )?;
-    let copy = queue(
-        "copy",
-        channels.copy.token,
-        regions.semaphores.va + COPY_SEMAPHORE_OFFSET,
-        regions.rings.va + ring_bytes,
-        regions.userd.va + USERD_BYTES,
-    )?;
-    let mut actor = SubmitActor {
-        gsp,
-        doorbell,
-        channels,
-        setup,
-        memory,
-        windows,
-        local: LocalMemory::default(),
-        fault: None,
-        caches_stale: true,
-        can,
-        format,
-        config: submit,
-        kernels: Vec::new(),
-        streams: BTreeSet::new(),
-        next_stream: 0,
-        lane: Arc::new(ArrayQueue::new(submit.lane_capacity.max(1))),
-        lane_consumer: LaneConsumer::default(),
-        waker,
-        arena: DescriptorArena::with_mirror(submit.descriptor_bytes, submit.diffing, mirror),
-        descriptor_base: regions.descriptors.va,
-        mirror_va,
-        commands: CommandRegion {
-            base: regions.commands.va,
-            bytes: regions.commands.bytes,
-            cursor: 0,
-            in_flight: std::collections::VecDeque::new(),
-        },
-        compute,
-        copy,
-        compute_waits_for_copy: None,
-        chain: OpenChain::default(),
-        chain_flush: None,
-        events: EventTable::default(),
-        started: Instant::now(),
-        refusal: None,
-        dropped_through: 0,
-        copy_dropped_through: 0,
-        flush_ns: 0,
-        wait_ns: 0,
-        recent: std::collections::VecDeque::new(),
-        tokens: TokenTemplates::default(),
-        stats: SubmitStats::default(),
-    };
-    // Video memory is not zeroed: the timelines start at 0 or a stale
-    // value would mark work done that never ran, and USERD starts empty.
-    // A card without memory access has no timelines to read either.
-    if can.video_memory {
-        actor.clear_control_memory(&regions)?;
-    }
-    actor.prologue()?;
-    let (handle, join) = spawn_with_background(
-        config,
-        actor,
-        |a: &mut SubmitActor, req: SubmitRequest, cx: &mut Cx| req.dispatch(a, cx),
-        SubmitActor::drain_lane,
-        parking,
-    )
-    .map_err(SubmitError::Spawn)?;
-    Ok((SubmitHandle::new(handle), join))
-}
-
-impl SubmitActor {
-    /// Zero the timelines, USERD and the rings.
-    fn clear_control_memory(&self, r: &Regions) -> Result<(), SubmitError> {
-        self.write_device(
-            r.semaphores.va,
-            vec![0; (2 * COPY_SEMAPHORE_OFFSET) as usize],
-        )?;
-        self.write_device(r.userd.va, vec![0; (2 * USERD_BYTES) as usize])?;
-        // CAST: two rings of at most a few MiB.
-        self.write_device(r.rings.va, vec![0; r.rings.bytes as usize])
     }
 }
 

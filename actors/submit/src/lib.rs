@@ -13,8 +13,9 @@
 //! timeline semaphores on both queues; each chain's head waits for the
 //! last chain's tail. It calls memory (for its regions and the CPU views
 //! it streams into) and gsp (for its channels, the doorbell and what RM
-//! reports after a fault), never anything above it; on the null device it
-//! builds and counts everything and the doorbell is refused.
+//! reports after a fault), never anything above it; on a device that takes
+//! no submission (the null card, as its capabilities say) it builds and
+//! counts everything, hands nothing over, and says so at sync points.
 
 mod actor;
 pub mod arena;
@@ -27,13 +28,12 @@ pub mod lane;
 mod local;
 pub mod pushbuf;
 mod queue;
+mod records;
 pub mod ring;
 mod timeline;
 
-pub use actor::{
-    lane_launch, spawn, LaunchRecord, Submission, SubmitConfig, SubmitHandle, SubmitRequest,
-    SubmitService, SubmitStats, UploadReceipt,
-};
+pub use actor::setup::spawn;
+pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService};
 pub use encode::{
     BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchShape,
 };
@@ -42,3 +42,4 @@ pub use lane::{
     EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
     INLINE_PARAM_BYTES,
 };
+pub use records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};
