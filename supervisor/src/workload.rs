@@ -32,6 +32,8 @@ const CHECKED_FLOATS: usize = 2048;
 /// Bytes the copy round trip moves.
 const ROUND_TRIP_BYTES: usize = 64 << 10;
 
+/// A sync point's answer on a device that takes no submission: the decline
+/// the submit actor reports there is noted, not an error.
 fn refusable<T>(
     report: &mut WorkloadReport,
     what: &str,
@@ -46,6 +48,23 @@ fn refusable<T>(
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// A step the device may not take: run where its capabilities say it can,
+/// otherwise noted (with why) as declined by design, without trying.
+fn if_able<T>(
+    report: &mut WorkloadReport,
+    what: &str,
+    able: Result<(), &str>,
+    step: impl FnOnce() -> Result<T, HostError>,
+) -> Result<Option<T>, HostError> {
+    match able {
+        Ok(()) => step().map(Some),
+        Err(why) => {
+            report.refusals.push(format!("{what}: {why}"));
+            Ok(None)
+        }
     }
 }
 
@@ -72,14 +91,19 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
         let id = host.call(|s| s.pci.identify())?;
         let command = host.call(|s| s.pci.config_read(offset::COMMAND, Width::U16))?;
         let command = Command((command & 0xFFFF) as u16);
+        let can = host.call(|s| s.pci.capabilities())?;
+        let yes = |b: bool| if b { "yes" } else { "no" };
         r.steps.push(format!(
-            "pci: {} {:04x}:{:04x}, command {:#06x} (bus master {}), {} BARs",
+            "pci: {} {:04x}:{:04x}, command {:#06x} (bus master {}), {} BARs; takes video memory access {}, DMA {}, submission {}",
             id.chip.chip,
             id.vendor,
             id.device,
             command.0,
             if command.bus_master() { "on" } else { "off" },
-            id.bars.len()
+            id.bars.len(),
+            yes(can.video_memory),
+            yes(can.dma),
+            yes(can.submission)
         ));
     }
     std::thread::sleep(pace);
@@ -126,10 +150,14 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     for b in buffers.drain(..3) {
         host.call(|s| s.memory.free_device(b.va))?;
     }
-    let pinned = refusable(
+    let can = host.device().can;
+    let pinned = if_able(
         &mut r,
         "memory: 1 MiB pinned host buffer",
-        host.call(|s| s.memory.alloc_host(1 << 20)),
+        can.dma
+            .then_some(())
+            .ok_or("the device reaches no host memory (no DMA)"),
+        || host.call(|s| s.memory.alloc_host(1 << 20)),
     )?;
     let mstats = host.call(|s| s.memory.stats())?;
     r.steps.push(format!(
@@ -161,13 +189,18 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     let a_vals: Vec<f32> = (0..CHECKED_FLOATS).map(|i| i as f32 * 0.25).collect();
     let b_vals: Vec<f32> = (0..CHECKED_FLOATS).map(|i| 3.0 - i as f32).collect();
     let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-    let inputs = refusable(
+    let inputs = if_able(
         &mut r,
         "memory: writing the vector_add inputs",
-        host.call(|s| {
-            s.memory.write_device(ptrs[0], floats(&a_vals))?;
-            s.memory.write_device(ptrs[1], floats(&b_vals))
-        }),
+        can.video_memory
+            .then_some(())
+            .ok_or("the device keeps no video memory"),
+        || {
+            host.call(|s| {
+                s.memory.write_device(ptrs[0], floats(&a_vals))?;
+                s.memory.write_device(ptrs[1], floats(&b_vals))
+            })
+        },
     )?;
     let kernel = host.call(|s| s.submit.register_kernel(add.kernel_desc()))?;
     let lane = host.call(|s| s.submit.lane())?;
