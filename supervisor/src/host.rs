@@ -183,6 +183,7 @@ impl HostError {
     /// submission); nothing failed.
     pub fn is_refusal(&self) -> bool {
         find_in_chain::<PciError>(self).is_some_and(PciError::is_refusal)
+            || find_in_chain::<SubmitError>(self).is_some_and(SubmitError::is_refusal)
     }
 
     /// The crash report written for this error, if any.

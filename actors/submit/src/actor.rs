@@ -22,7 +22,7 @@ use macuda_hw::methods::{compute, host};
 use macuda_hw::push::{GpEntry, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT};
 use macuda_hw::qmd::Qmd;
 use macuda_memory::{DeviceWindow, MemoryHandle};
-use macuda_pci::{Capabilities, PciError};
+use macuda_pci::Capabilities;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
@@ -526,7 +526,7 @@ impl SubmitActor {
         if !self.can.submission {
             // Queuing goes on; the next sync point reports the decline.
             self.forget_queued(kind);
-            self.note_decline(SubmitError::Pci(PciError::Refused { what: "submission" }));
+            self.note_decline(SubmitError::Declined { what: "submission" });
             return Ok(());
         }
         self.doorbell.ring(token).map_err(|e| {
