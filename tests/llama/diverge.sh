@@ -6,20 +6,55 @@
 # at when a greedy decode differs but the op suite passes (its tolerance
 # hides what a byte-compare of the text does not).
 #
-#   tests/llama/diverge.sh BUILD LIBDIR OUTDIR MODEL
+#   tests/llama/diverge.sh BUILD LIBDIR OUTDIR MODEL [SRC]
 #
-# Writes OUTDIR/NAME.{stock,ours}.log and prints one line. Exit 0 when the
-# two printouts agree, 1 when they differ, 2 when a run failed.
+# The printout shows four decimals of a few values per tensor, so its first
+# difference can lie downstream of the first bit that differs. With SRC
+# (llama.cpp's source, as built in BUILD) it first builds our
+# tensor_hashes.cpp against that build and compares a hash of every
+# tensor's bytes, which names the first op that differs in any bit.
+#
+# Writes OUTDIR/NAME.{stock,ours}.{log,hashes} and prints a line or two.
+# Exit 0 when the two agree, 1 when they differ, 2 when a run failed.
 set -u
 build=$1
 lib=$2
 out=$3
 model=$4
 mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+src=${5:-}
 bin=$build/bin/llama-eval-callback
 prompt=${PROMPT:-"The history of the graphics processor begins"}
 name=$(basename "$model" .gguf)
 run() { timeout --kill-after=5 300 "$bin" -m "$model" -p "$prompt" -n 1 -ngl 99 "$@"; }
+hashes_differ=0
+if [ -n "$src" ]; then
+  tool=$out/tensor_hashes
+  libs=$(cd "$build/bin" && pwd)
+  [ -x "$tool" ] || g++ -O2 -std=c++17 -I "$src/include" -I "$src/ggml/include" "$here/tensor_hashes.cpp" \
+      -L "$libs" -lllama -lggml -lggml-base -Wl,-rpath,"$libs" -o "$tool" >"$out/tensor_hashes.build.log" 2>&1
+  if [ -x "$tool" ]; then
+    timeout --kill-after=5 300 "$tool" "$model" "$prompt" >"$out/$name.stock.hashes" 2>"$out/$name.stock.hashes.err"
+    rc_s=$?
+    MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout --kill-after=5 300 "$tool" "$model" "$prompt" \
+      >"$out/$name.ours.hashes" 2>"$out/$name.ours.hashes.err"
+    rc_o=$?
+    if [ "$rc_s" -ne 0 ] || [ "$rc_o" -ne 0 ]; then
+      echo "$name: tensor_hashes exit stock $rc_s, ours $rc_o"
+    else
+      first=$(paste -d'|' "$out/$name.stock.hashes" "$out/$name.ours.hashes" | awk -F'|' '$1 != $2 {print NR ": stock " $1 " / ours " $2; exit}')
+      if [ -n "$first" ]; then
+        echo "$name: first tensor differing in its bytes, line $first"
+        hashes_differ=1
+      else
+        echo "$name: all $(wc -l <"$out/$name.stock.hashes") tensor hashes and the argmax agree"
+      fi
+    fi
+  else
+    echo "$name: tensor_hashes did not build: $(tail -1 "$out/tensor_hashes.build.log")"
+  fi
+fi
 run >"$out/$name.stock.log" 2>&1
 rc_s=$?
 MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" run >"$out/$name.ours.log" 2>&1
@@ -58,3 +93,7 @@ if len(stock) != len(ours) or not stock:
     sys.exit(1)
 print(f"{name}: all {len(stock)} tensors print the same")
 PY
+rc=$?
+# The printouts may agree where the bytes do not.
+if [ "$rc" -eq 0 ] && [ "$hashes_differ" -eq 1 ]; then rc=1; fi
+exit "$rc"

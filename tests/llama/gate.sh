@@ -117,7 +117,7 @@ if [[ $parts == *" decode "* ]]; then
   # differently (diverge.sh).
   for name in 1b-q4_0 1b-f16 8b-q4_0 moe-q4_0; do
     grep -q "differs: decode-random-$name\." "$out/decode/decode.txt" || continue
-    bash "$here/diverge.sh" "$build" "$lib" "$out/diverge" "$(model "$name")" 2>&1 \
+    bash "$here/diverge.sh" "$build" "$lib" "$out/diverge" "$(model "$name")" "$src" 2>&1 \
       | sed 's/^/        /' | tee -a "$summary"
   done
 fi
