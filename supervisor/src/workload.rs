@@ -52,20 +52,20 @@ fn refusable<T>(
 }
 
 /// A step the device may not take: run where its capabilities say it can,
-/// otherwise noted (with why) as declined by design, without trying.
+/// otherwise noted (with what it lacks) as declined by design, without
+/// trying.
 fn if_able<T>(
     report: &mut WorkloadReport,
     what: &str,
-    able: Result<(), &str>,
+    able: bool,
+    lacks: &str,
     step: impl FnOnce() -> Result<T, HostError>,
 ) -> Result<Option<T>, HostError> {
-    match able {
-        Ok(()) => step().map(Some),
-        Err(why) => {
-            report.refusals.push(format!("{what}: {why}"));
-            Ok(None)
-        }
+    if able {
+        return step().map(Some);
     }
+    report.refusals.push(format!("{what}: {lacks}"));
+    Ok(None)
 }
 
 /// Run the workload; `pace` is slept between phases (to give Ctrl-C a
@@ -154,9 +154,8 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     let pinned = if_able(
         &mut r,
         "memory: 1 MiB pinned host buffer",
-        can.dma
-            .then_some(())
-            .ok_or("the device reaches no host memory (no DMA)"),
+        can.dma,
+        "the device reaches no host memory (no DMA)",
         || host.call(|s| s.memory.alloc_host(1 << 20)),
     )?;
     let mstats = host.call(|s| s.memory.stats())?;
@@ -192,9 +191,8 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     let inputs = if_able(
         &mut r,
         "memory: writing the vector_add inputs",
-        can.video_memory
-            .then_some(())
-            .ok_or("the device keeps no video memory"),
+        can.video_memory,
+        "the device keeps no video memory",
         || {
             host.call(|s| {
                 s.memory.write_device(ptrs[0], floats(&a_vals))?;

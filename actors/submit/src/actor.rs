@@ -485,13 +485,12 @@ impl SubmitActor {
         let entry =
             GpEntry::subroutine(at, pb.words().len() as u32).map_err(SubmitError::Format)?;
         let patience = self.config.sync_timeout;
-        let started = Instant::now();
-        let (q, gsp, fault) = self.queue_and_fault(kind);
         // A full ring waits for the engine: that time is the GPU's.
-        let waits = q.ring.free() == 0;
+        let waiting_since = (self.queue(kind).ring.free() == 0).then(Instant::now);
+        let (q, gsp, fault) = self.queue_and_fault(kind);
         let (entry_address, put) = q.claim_entry(patience, |deep| latch_fault(gsp, fault, deep))?;
         let (userd, issued, name, token) = (q.userd, q.issued, q.name, q.token);
-        if waits {
+        if let Some(started) = waiting_since {
             self.note_wait(started);
         }
         self.commands.in_flight.push_back(CommandSpan {
