@@ -12,14 +12,19 @@
 #  3. gemm_bench: NVIDIA's, ours, NVIDIA's, ours, and the ratios;
 #  4. order: the summation order of the sgemm shapes a decode depends on
 #     (a mixture of experts' router over a prompt), NVIDIA's and ours, read
-#     by tests/cuda/cublas/sum_order.cpp, and whether they are the same.
+#     by tests/cuda/cublas/sum_order.cpp, and whether they are the same
+#     (ORDER_SHAPES="M,N,K,MATH ..." to choose others);
+#  5. algos: the algorithm (tile, split-K) NVIDIA's cuBLAS picks for f32
+#     TN sgemms with tf32 over a sweep of shapes (ALGO_M, ALGO_N, ALGO_K);
+#  6. router: gemm_check's router cases alone, ours compared bit for bit
+#     with NVIDIA's outputs.
 #
 # Ours run with MACUDA_DEVICE=kernel and our libcudart.so.13 and
 # libcublas.so.13 first on LD_LIBRARY_PATH; NVIDIA's with theirs (from
 # the machine's CUDA or Python packages). Writes $OUT/cublas (default
 # device-out/cublas): each run's output and summary.txt (appended to, so
 # the parts can run at different times: CUBLAS_PARTS="statuses check
-# bench order" by default).
+# bench order algos router" by default).
 set -u
 cd "$(dirname "$0")/../.."
 bin=target/device/cublas
@@ -28,7 +33,7 @@ mkdir -p "$out"
 export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
 mkdir -p "$MACUDA_REPORT_DIR"
 summary="$out/summary.txt"
-parts=" ${CUBLAS_PARTS:-statuses check bench order} "
+parts=" ${CUBLAS_PARTS:-statuses check bench order algos router} "
 say() { echo "$*" | tee -a "$summary"; }
 
 # NVIDIA's libraries: the first directory holding libcublas.so.13.
@@ -94,9 +99,17 @@ fi
 
 # 4. Summation order, NVIDIA's and ours.
 if [[ $parts == *" order "* ]]; then
-for shape in "8 10 2048 tf32" "8 4 2048 tf32" "8 64 2048 tf32" "8 10 2048 default"; do
+shapes=${ORDER_SHAPES:-"8,10,2048,tf32 8,4,2048,tf32 8,64,2048,tf32 8,10,2048,default"}
+for shape in $shapes; do
+  shape=${shape//,/ }
   tag=$(echo "$shape" | tr ' ' _)
   theirs 120 "$bin/sum_order" $shape 0 1 7 100 >"$out/order.$tag.nvidia.out" 2>&1
+  # Which algorithm NVIDIA's cuBLAS picks for the shape (tile, split-K):
+  # cublasLt's own log of its calls, each distinct line once.
+  CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$out/order.$tag.lt.log" theirs 120 "$bin/sum_order" $shape 0 \
+    >/dev/null 2>&1
+  grep -o -E "algo=\[[^]]*\]|computeDesc=\[[^]]*\]" "$out/order.$tag.lt.log" 2>/dev/null | sort | uniq -c \
+    | head -6 | sed "s/^/order $shape: NVIDIA's cublasLt: /" | tee -a "$summary"
   ours 120 "$bin/sum_order" $shape 0 1 7 100 >"$out/order.$tag.ours.out" 2>&1
   if cmp -s "$out/order.$tag.nvidia.out" "$out/order.$tag.ours.out"; then
     say "order $shape: the same as NVIDIA's: $(sed -n 2p "$out/order.$tag.ours.out")"
@@ -105,4 +118,29 @@ for shape in "8 10 2048 tf32" "8 4 2048 tf32" "8 64 2048 tf32" "8 10 2048 defaul
     diff "$out/order.$tag.nvidia.out" "$out/order.$tag.ours.out" | cut -c1-400 | head -12 | tee -a "$summary"
   fi
 done
+fi
+
+# 6. The router GEMMs of gemm_check alone (f32 8 x n x 2048, tf32, as
+# ggml's mixture-of-experts router over a prompt), NVIDIA's outputs
+# compared bit for bit with ours: the bits decide which experts run.
+if [[ $parts == *" router "* ]]; then
+theirs 120 "$bin/gemm_check" --only router --dump "$out/router.nvidia.dump" >"$out/router.nvidia.out" 2>&1
+ours 120 "$bin/gemm_check" --only router --compare "$out/router.nvidia.dump" >"$out/router.ours.out" 2>&1
+say "router: exit $?: $(tail -1 "$out/router.ours.out")"
+grep "same=" "$out/router.ours.out" | sed 's/^/  /' | tee -a "$summary"
+fi
+
+# 5. Which algorithm NVIDIA's cuBLAS picks for f32 TN sgemms with tf32
+# allowed over a sweep of shapes (cublasLt's log of one call each): the
+# split-K our tf32 sgemm follows to give NVIDIA's bits.
+if [[ $parts == *" algos "* ]]; then
+algos=$out/algos.txt
+: >"$algos"
+for m in ${ALGO_M:-8 16 64 128}; do for k in ${ALGO_K:-512 2048 4096}; do for n in ${ALGO_N:-1 2 4 8 10 16 32 64 128 512}; do
+  log=$(mktemp)
+  CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$log" theirs 60 "$bin/sum_order" "$m" "$n" "$k" tf32 -1 >/dev/null 2>&1
+  echo "m=$m n=$n k=$k $(grep -o -E "algo=\[[^]]*\]" "$log" | sort -u | head -1)" >>"$algos"
+  rm -f "$log"
+done; done; done
+say "algos: $(wc -l <"$algos") shapes in algos.txt; split-K counts: $(grep -o 'numSplitsK=[0-9]*' "$algos" | sort | uniq -c | tr '\n' ' ')"
 fi

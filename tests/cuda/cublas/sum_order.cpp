@@ -90,11 +90,22 @@ static double row_value(const std::vector<float> &c, int m, int n, int i) {
     return first;
 }
 
+// 1 + 2^-11 + 2^-13: above half of tf32's last place.
+static const double ABOVE_HALF = 1 + ldexp(1, -11) + ldexp(1, -13);
+// 1 + 2^-11: exactly half of it, between 1 (even) and 1 + 2^-10 (odd).
+static const double TIE = 1 + ldexp(1, -11);
+
 static const char *rounding(double got) {
-    const double v = 1 + ldexp(1, -11) + ldexp(1, -13);
-    if (got == v) return "fp32 (inputs kept)";
+    if (got == ABOVE_HALF) return "fp32 (inputs kept)";
     if (got == 1 + ldexp(1, -10)) return "tf32, rounded to nearest";
     if (got == 1) return "tf32, truncated";
+    return "unknown";
+}
+
+static const char *ties(double got) {
+    if (got == TIE) return "fp32 (inputs kept)";
+    if (got == 1 + ldexp(1, -10)) return "away from zero";
+    if (got == 1) return "to even (or truncated)";
     return "unknown";
 }
 
@@ -133,9 +144,11 @@ int main(int argc, char **argv) {
     // k calls; one position (the first) and the last say enough.
     for (int at : {0, g.k - 1}) {
         std::vector<float> a(na, 0.0f);
-        a[at] = float(1 + ldexp(1, -11) + ldexp(1, -13));
+        a[at] = float(ABOVE_HALF);
         const double got = row_value(g.run(a), g.m, g.n, 0);
-        printf("inputs at %d: %s (%.10g)\n", at, rounding(got), got);
+        a[at] = float(TIE);
+        const double tie = row_value(g.run(a), g.m, g.n, 0);
+        printf("inputs at %d: %s (%.10g); ties %s (%.10g)\n", at, rounding(got), got, ties(tie), tie);
     }
 
     for (int from : froms) {
