@@ -3,6 +3,7 @@
 // them by plain names. Built for every architecture by build.sh.
 #include "mma.cuh"
 #include "simt.cuh"
+#include "split.cuh"
 #include "trsm.cuh"
 #include "wgmma.cuh"
 
@@ -31,6 +32,15 @@ GEMM_MMA(macuda_gemm_mma_bf16_nn, __nv_bfloat16, MmaBf16, false, true)
 GEMM_MMA(macuda_gemm_mma_bf16_tt, __nv_bfloat16, MmaBf16, true, false)
 GEMM_MMA(macuda_gemm_mma_bf16_nt, __nv_bfloat16, MmaBf16, false, false)
 GEMM_MMA(macuda_gemm_mma_tf32_tn, float, MmaTf32, true, true)
+
+// Split-K: the pieces of K (mma.cuh's SPLIT), then their sum.
+extern "C" __global__ void __launch_bounds__(gemm::mma::THREADS, 2) macuda_gemm_mma_tf32_tn_split(const GemmParams p) {
+    gemm::mma::run<float, gemm::ptx::MmaTf32, true, true, true>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(gemm::split::THREADS) macuda_gemm_split_reduce(const GemmParams p) {
+    gemm::split::reduce(p);
+}
 
 #define GEMM_WGMMA(name, T, Op)                                                                    \
     extern "C" __global__ void __launch_bounds__(gemm::wg::THREADS, 1) name(const GemmParams p) {   \

@@ -84,10 +84,14 @@ __device__ __forceinline__ void ldmatrix(uint32_t (&r)[4], uint32_t addr) {
 }
 
 // T: the element type; Mma: the instruction; A_KMAJOR: trans_a (op(A) is
-// K-major); B_KMAJOR: !trans_b.
-template <typename T, typename Mma, bool A_KMAJOR, bool B_KMAJOR>
+// K-major); B_KMAJOR: !trans_b. SPLIT: block z sums only its piece of K
+// (p.k_chunk elements from z * p.k_chunk) of the one batch member, and
+// stores the sums as they are into its slice of p.partials, for
+// split.cuh's reduction to add in order and finish with alpha and beta.
+template <typename T, typename Mma, bool A_KMAJOR, bool B_KMAJOR, bool SPLIT = false>
 __device__ void run(const GemmParams &p) {
     static_assert(sizeof(T) == 2 || (A_KMAJOR && B_KMAJOR), "32-bit operands are read K-major only");
+    static_assert(!SPLIT || (A_KMAJOR && B_KMAJOR), "a piece of K starts at an element offset only K-major");
     extern __shared__ __align__(128) uint8_t smem[];
     const uint32_t base = smem_address(smem);
     const int tid = threadIdx.x;
@@ -98,12 +102,21 @@ __device__ void run(const GemmParams &p) {
     constexpr int K_STEP = K_BYTES / sizeof(T);
 
     const Scalars s = scalars(p);
-    const int64_t k = s.alpha == 0.0 ? 0 : p.k;
+    int64_t k = s.alpha == 0.0 ? 0 : p.k;
+    int64_t k_begin = 0;
+    if constexpr (SPLIT) {
+        k_begin = int64_t(blockIdx.z) * p.k_chunk;
+        k = k > k_begin ? (k - k_begin < p.k_chunk ? k - k_begin : p.k_chunk) : 0;
+    }
     const int kt_count = static_cast<int>((k + K_STEP - 1) / K_STEP);
     const int tiles_r = (p.n + TILE - 1) / TILE;
+    const int first_batch = SPLIT ? 0 : blockIdx.z;
+    const int batch_step = SPLIT ? p.batch : gridDim.z;
 
-    for (int batch = blockIdx.z; batch < p.batch; batch += gridDim.z) {
-        const Member<T> mem = member<T>(p, batch);
+    for (int batch = first_batch; batch < p.batch; batch += batch_step) {
+        Member<T> mem = member<T>(p, batch);
+        mem.a += k_begin;
+        mem.b += k_begin;
         const bool vector = tiles::rows_aligned(mem.a, p.lda) && tiles::rows_aligned(mem.b, p.ldb);
         for (int tile_r = blockIdx.y; tile_r < tiles_r; tile_r += gridDim.y) {
             const int64_t r0 = int64_t(tile_r) * TILE;
@@ -167,8 +180,8 @@ __device__ void run(const GemmParams &p) {
             }
             ptx::cp_async_wait<0>();
 
-            with_c_type(p.c_type, [&](auto tag) {
-                using TC = decltype(tag);
+            // Where accumulator e of fragment (rt, qt) lands in D.
+            auto each_element = [&](auto &&f) {
 #pragma unroll
                 for (int rt = 0; rt < WARP_R / 16; ++rt) {
 #pragma unroll
@@ -178,12 +191,21 @@ __device__ void run(const GemmParams &p) {
                             const int64_t r = r0 + wr + rt * 16 + lane / 4 + (e / 2) * 8;
                             const int64_t q = q0 + wq + qt * 8 + (lane % 4) * 2 + (e % 2);
                             if (r < p.n && q < p.m) {
-                                store_c<TC>(mem.c, q + r * p.ldc, acc[rt][qt][e], s);
+                                f(q, r, acc[rt][qt][e]);
                             }
                         }
                     }
                 }
-            });
+            };
+            if constexpr (SPLIT) {
+                float *slice = p.partials + int64_t(blockIdx.z) * p.m * p.n;
+                each_element([&](int64_t q, int64_t r, float v) { slice[q + r * p.m] = v; });
+            } else {
+                with_c_type(p.c_type, [&](auto tag) {
+                    using TC = decltype(tag);
+                    each_element([&](int64_t q, int64_t r, float v) { store_c<TC>(mem.c, q + r * p.ldc, v, s); });
+                });
+            }
             // The next tile's first copies land in slots others may
             // still be reading.
             __syncthreads();

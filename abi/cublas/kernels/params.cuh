@@ -50,16 +50,23 @@ struct GemmParams {
     uint32_t flags;
     uint32_t c_type;
     uint32_t scalar_type;
-    uint32_t reserved;
+    // Split-K (the split kernel and its reduction only; 0 elsewhere): K is
+    // cut into pieces of k_chunk, one per blockIdx.z, each summed alone
+    // into its slice of partials (m x n floats, column-major, ld m), and
+    // the reduction adds the slices in order into C.
+    int32_t k_chunk;
+    float *partials;
 };
 
-static_assert(sizeof(GemmParams) == 136, "GemmParams size");
+static_assert(sizeof(GemmParams) == 144, "GemmParams size");
 static_assert(offsetof(GemmParams, lda) == 40, "GemmParams.lda");
 static_assert(offsetof(GemmParams, stride_a) == 64, "GemmParams.stride_a");
 static_assert(offsetof(GemmParams, alpha) == 88, "GemmParams.alpha");
 static_assert(offsetof(GemmParams, m) == 104, "GemmParams.m");
 static_assert(offsetof(GemmParams, flags) == 120, "GemmParams.flags");
 static_assert(offsetof(GemmParams, scalar_type) == 128, "GemmParams.scalar_type");
+static_assert(offsetof(GemmParams, k_chunk) == 132, "GemmParams.k_chunk");
+static_assert(offsetof(GemmParams, partials) == 136, "GemmParams.partials");
 
 enum TrsmFlag : uint32_t {
     // X op(A) = alpha B; otherwise op(A) X = alpha B.

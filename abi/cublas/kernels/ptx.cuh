@@ -38,10 +38,24 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                  : "r"(addr));
 }
 
+// tf32 keeps f32's sign, exponent and top 10 fraction bits; the tensor
+// cores ignore the 13 below. We round them away to nearest, ties to even,
+// as NVIDIA's cuBLAS does (tests/cuda/cublas/sum_order.cpp reads it on the
+// H200: a tie goes to the even neighbour, not away from zero as
+// cvt.rna would), in integer arithmetic so every architecture rounds
+// alike. Infinities and NaNs pass unchanged; a finite value past tf32's
+// largest rounds to infinity, as round-to-nearest does.
+constexpr uint32_t TF32_DROPPED_BITS = 13;
+constexpr uint32_t F32_EXPONENT_MASK = 0x7f800000u;
+
 __device__ __forceinline__ uint32_t to_tf32(uint32_t f32_bits) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(f32_bits)));
-    return r;
+    if ((f32_bits & F32_EXPONENT_MASK) == F32_EXPONENT_MASK) {
+        return f32_bits;
+    }
+    constexpr uint32_t dropped = (1u << TF32_DROPPED_BITS) - 1;
+    constexpr uint32_t below_half = dropped >> 1;
+    const uint32_t odd = (f32_bits >> TF32_DROPPED_BITS) & 1u;
+    return (f32_bits + below_half + odd) & ~dropped;
 }
 
 // D += A B for one 16x8x16 (16-bit) or 16x8x8 (tf32) step, f32 accumulators.

@@ -7,6 +7,7 @@
 
 #include "mma.cuh"
 #include "simt.cuh"
+#include "split.cuh"
 #include "trsm.cuh"
 #include "wgmma.cuh"
 
@@ -29,6 +30,8 @@ int main() {
     item("WGMMA_ROWS", gemm::wg::ROWS_R);
     item("WGMMA_SHARED_BYTES_N128", gemm::wg::smem_bytes<128>());
     item("WGMMA_SHARED_BYTES_N256", gemm::wg::smem_bytes<256>());
+    printf("/// The split-K reduction: threads (one element of C each).\n");
+    item("SPLIT_REDUCE_THREADS", gemm::split::THREADS);
     printf("/// The triangular solve: threads (one vector each).\n");
     item("TRSM_THREADS", gemm::trsm::THREADS);
     return 0;

@@ -1,12 +1,14 @@
 //! `cublasHandle_t`: a context bound to the device that was current when
 //! it was created, holding the stream its work goes to, the math and
-//! pointer modes, and the workspace the caller lent it. Handles are keys
+//! pointer modes, the workspace the caller lent it, and the memory of its
+//! own that split GEMMs use. Handles are keys
 //! into a table of live contexts, never dereferenced, so a null,
 //! destroyed or foreign handle is refused rather than followed.
 
 use crate::enums::{AtomicsMode, MathMode, PointerMode};
 use crate::runtime::{DeviceFacts, Stream};
 use crate::status::Error;
+use crate::workspace::Partials;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use std::ffi::c_void;
@@ -36,6 +38,8 @@ impl Settings {
 pub struct Context {
     pub device: DeviceFacts,
     pub settings: Mutex<Settings>,
+    /// Where split GEMMs keep their partial sums.
+    pub partials: Mutex<Partials>,
 }
 
 impl Context {
@@ -50,6 +54,7 @@ impl Context {
                 atomics: AtomicsMode::NotAllowed,
                 workspace: (0, 0),
             }),
+            partials: Mutex::new(Partials::default()),
         }
     }
 

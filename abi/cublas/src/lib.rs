@@ -23,8 +23,15 @@ pub mod log;
 pub mod runtime;
 pub mod status;
 pub mod trsm;
+pub mod workspace;
 
 pub use status::{Error, Status};
+
+// The unit tests drop handles, whose memory goes back through the CUDA
+// runtime: link ours into them (the library itself links whichever the
+// program does).
+#[cfg(test)]
+use cudart as _;
 
 /// The cuBLAS version whose headers our declarations are checked against
 /// (tests/values.rs), reported by cublasGetVersion and cublasGetProperty.

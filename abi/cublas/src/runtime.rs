@@ -1,6 +1,7 @@
 //! What this library needs of the CUDA runtime, through the runtime's C
 //! entry points, as any CUDA program calls them: fat-binary registration,
-//! device queries, kernel attributes and launches. With our libcudart these
+//! device queries, kernel attributes, launches, and the memory split GEMMs
+//! keep their partial sums in. With our libcudart these
 //! resolve to it (statically or through libcudart.so); nothing here knows
 //! which runtime answers.
 
@@ -52,6 +53,9 @@ extern "C" {
     pub fn cudaGetDevice(device: *mut c_int) -> c_int;
     pub fn cudaDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> c_int;
     pub fn cudaFuncSetAttribute(func: *const c_void, attr: c_int, value: c_int) -> c_int;
+    pub fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> c_int;
+    pub fn cudaFree(ptr: *mut c_void) -> c_int;
+    pub fn cudaDeviceSynchronize() -> c_int;
     pub fn cudaLaunchKernel(
         func: *const c_void,
         grid: Dim3,

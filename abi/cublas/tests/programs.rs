@@ -163,7 +163,8 @@ fn launches_carry_the_kernel_grid_and_parameters_the_calls_imply() {
     // The first GEMM: m = n = k = 4, lda = ldb = ldc = 4, no transposes,
     // one member, f32 C, alpha 1 and beta 0 read on the host.
     let p = params(&r.launches[0]);
-    assert_eq!(p.len(), 136);
+    assert_eq!(p.len(), 144);
+    assert_eq!((i32_at(&p, 132), i64_at(&p, 136)), (0, 0), "not split");
     assert_eq!(
         (
             i32_at(&p, 104),

@@ -120,8 +120,9 @@ pub unsafe extern "C" fn cublasGetAtomicsMode(handle: CublasHandle, mode: *mut c
     })
 }
 
-/// The workspace is the caller's memory, lent for the handle's launches;
-/// our kernels need none today, so it is remembered. NVIDIA's cuBLAS
+/// The workspace is the caller's memory, lent for the handle's launches:
+/// split GEMMs keep their partial sums there when it is large enough and
+/// 16-byte aligned (else in memory of the handle's own). NVIDIA's cuBLAS
 /// takes any pointer and size here (seen on the H200: a null one with a
 /// size, and one 16 bytes off alignment, both succeed), and so do we.
 #[no_mangle]

@@ -4,13 +4,15 @@
 //! read where the pointer mode says, then launched as the plan says.
 
 pub mod plan;
+pub mod split_k;
 pub mod types;
 
 use crate::enums::{Operation, PointerMode};
 use crate::handle::Context;
-use crate::kernels;
 use crate::kernels::params::{gemm_flag, Elem, GemmParams};
+use crate::kernels::{self, Kernel};
 use crate::log;
+use crate::runtime::Dim3;
 use crate::status::{require, Error};
 use std::ffi::c_void;
 use types::{Signature, Types};
@@ -154,7 +156,25 @@ pub unsafe fn run(ctx: &Context, g: &Gemm, entry: &'static str) -> Result<(), Er
             (0.0, 0.0)
         }
     };
-    let plan = plan::choose(&sig, g, &ctx.device, plan::Choice::from_env());
+    let mut plan = plan::choose(&sig, g, &ctx.device, plan::Choice::from_env());
+    let mut partials = std::ptr::null_mut();
+    if let Some(split) = plan.split {
+        let bytes = split.partial_bytes(g.m as u32, g.n as u32);
+        match ctx
+            .partials
+            .lock()
+            .for_stream(settings.stream, bytes, settings.workspace)
+        {
+            Ok(p) => partials = p,
+            Err(code) => {
+                // A correct GEMM still, summed in another order.
+                log::line(|| {
+                    format!("{entry}: no {bytes} bytes for a split's partial sums (CUDA error {code}); not split")
+                });
+                plan = plan.unsplit();
+            }
+        }
+    }
     let params = GemmParams {
         a: g.a,
         b: g.b,
@@ -176,7 +196,8 @@ pub unsafe fn run(ctx: &Context, g: &Gemm, entry: &'static str) -> Result<(), Er
         flags,
         c_type: sig.output as u32,
         scalar_type: sig.scalar as u32,
-        reserved: 0,
+        k_chunk: plan.split.map_or(0, |s| s.chunk as i32),
+        partials: partials.cast(),
     };
     log::line(|| {
         format!(
@@ -198,5 +219,20 @@ pub unsafe fn run(ctx: &Context, g: &Gemm, entry: &'static str) -> Result<(), Er
             plan.grid.z
         )
     });
-    kernels::launch(plan.kernel, plan.grid, &params, settings.stream)
+    kernels::launch(plan.kernel, plan.grid, &params, settings.stream)?;
+    if plan.split.is_some() {
+        let elements = g.m as u64 * g.n as u64;
+        let grid = Dim3 {
+            x: elements
+                .div_ceil(u64::from(Kernel::SplitReduce.threads()))
+                .min(u64::from(MAX_GRID_X)) as u32,
+            y: 1,
+            z: 1,
+        };
+        kernels::launch(Kernel::SplitReduce, grid, &params, settings.stream)?;
+    }
+    Ok(())
 }
+
+/// `gridDim.x`'s limit; the reduction loops past it.
+const MAX_GRID_X: u32 = i32::MAX as u32;

@@ -3,9 +3,12 @@
 //! tf32 allowed on tensor cores when both operands are K-major; 16-bit
 //! inputs with both operands K-major (trans_a, not trans_b: ggml's calls)
 //! through wgmma on Hopper, when the device gives the shared memory; every
-//! other 16-bit layout through mma.sync. `MACUDA_CUBLAS_KERNELS=simt` or
-//! `=mma` narrows the choice (for tests and diagnosis).
+//! other 16-bit layout through mma.sync. An f32 GEMM on tensor cores is cut
+//! along K where NVIDIA's cuBLAS cuts it (split_k.rs), so its sums come out
+//! in NVIDIA's order. `MACUDA_CUBLAS_KERNELS=simt` or `=mma` narrows the
+//! choice (for tests and diagnosis).
 
+use super::split_k::{self, Split};
 use super::types::{Precision, Signature};
 use super::Gemm;
 use crate::kernels::params::Elem;
@@ -42,6 +45,9 @@ impl Choice {
 pub struct Plan {
     pub kernel: Kernel,
     pub grid: Dim3,
+    /// The pieces of K, for a split kernel (grid.z is one per piece), whose
+    /// sums the split reduction then adds.
+    pub split: Option<Split>,
 }
 
 fn simt(input: Elem) -> Kernel {
@@ -134,14 +140,38 @@ pub fn choose(sig: &Signature, g: &Gemm, device: &DeviceFacts, choice: Choice) -
         }
         _ => simt(sig.input),
     };
+    let split = (kernel == Kernel::MmaTf32Tn && g.batch_count == 1)
+        .then(|| split_k::nvidia_tf32(g.m as u32, g.n as u32, g.k as u32, device))
+        .flatten();
     let (tm, tn) = kernel.tile();
-    Plan {
+    let mut plan = Plan {
         kernel,
         grid: Dim3 {
             x: (g.m as u32).div_ceil(tm),
             y: (g.n as u32).div_ceil(tn).min(MAX_GRID_YZ),
             z: (g.batch_count as u32).min(MAX_GRID_YZ),
         },
+        split,
+    };
+    if let Some(s) = split {
+        plan.kernel = Kernel::MmaTf32TnSplit;
+        plan.grid.z = s.pieces.min(MAX_GRID_YZ);
+    }
+    plan
+}
+
+impl Plan {
+    /// The same GEMM without its split, for when no memory holds the
+    /// partial sums.
+    pub fn unsplit(self) -> Plan {
+        match self.split {
+            None => self,
+            Some(_) => Plan {
+                kernel: Kernel::MmaTf32Tn,
+                grid: Dim3 { z: 1, ..self.grid },
+                split: None,
+            },
+        }
     }
 }
 
@@ -254,7 +284,8 @@ mod tests {
 
     #[test]
     fn floats_use_tf32_only_when_allowed_and_k_major() {
-        let g = gemm(T, N, 64, 64, 64, R32F, R32F, C::F32);
+        // Wider than the split table's rows: not cut along K.
+        let g = gemm(T, N, 256, 64, 64, R32F, R32F, C::F32);
         assert_eq!(
             pick(&g, &h200(), MathMode::Tf32TensorOp, Choice::Auto).kernel,
             Kernel::MmaTf32Tn
@@ -273,6 +304,31 @@ mod tests {
             pick(&g, &h200(), MathMode::Default, Choice::Auto).kernel,
             Kernel::SimtF64
         );
+    }
+
+    #[test]
+    fn a_router_s_f32_gemm_is_cut_along_k_where_nvidia_cuts_it() {
+        // ggml's router over a prompt: 8 experts, 2048 wide, 10 tokens.
+        let g = gemm(T, N, 8, 10, 2048, R32F, R32F, C::F32);
+        let p = pick(&g, &h200(), MathMode::Tf32TensorOp, Choice::Auto);
+        assert_eq!(p.kernel, Kernel::MmaTf32TnSplit);
+        assert_eq!(p.split, Some(Split::even(2048, 24)));
+        assert_eq!((p.grid.x, p.grid.y, p.grid.z), (1, 1, 22));
+        let whole = p.unsplit();
+        assert_eq!(
+            (whole.kernel, whole.grid.z, whole.split),
+            (Kernel::MmaTf32Tn, 1, None)
+        );
+        // Not on a chip the table was not read on, not in a batch, not
+        // without tf32.
+        let p = pick(&g, &rtx5090(), MathMode::Tf32TensorOp, Choice::Auto);
+        assert_eq!((p.kernel, p.split), (Kernel::MmaTf32Tn, None));
+        let mut batched = g;
+        batched.batch_count = 2;
+        let p = pick(&batched, &h200(), MathMode::Tf32TensorOp, Choice::Auto);
+        assert_eq!((p.kernel, p.split), (Kernel::MmaTf32Tn, None));
+        let p = pick(&g, &h200(), MathMode::Default, Choice::Auto);
+        assert_eq!((p.kernel, p.split), (Kernel::SimtF32, None));
     }
 
     #[test]

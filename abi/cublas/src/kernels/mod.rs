@@ -54,6 +54,8 @@ kernels! {
     MmaBf16Tt = c"macuda_gemm_mma_bf16_tt",
     MmaBf16Nt = c"macuda_gemm_mma_bf16_nt",
     MmaTf32Tn = c"macuda_gemm_mma_tf32_tn",
+    MmaTf32TnSplit = c"macuda_gemm_mma_tf32_tn_split",
+    SplitReduce = c"macuda_gemm_split_reduce",
     WgmmaF16N128 = c"macuda_gemm_wgmma_f16_tn_n128",
     WgmmaF16N256 = c"macuda_gemm_wgmma_f16_tn_n256",
     WgmmaBf16N128 = c"macuda_gemm_wgmma_bf16_tn_n128",
@@ -68,6 +70,8 @@ pub enum Family {
     Simt,
     Mma,
     Wgmma,
+    /// The sum of a split GEMM's pieces, one thread per element of C.
+    Reduce,
     Trsm,
 }
 
@@ -77,7 +81,8 @@ impl Kernel {
         match self {
             SimtF32 | SimtF16 | SimtBf16 | SimtF64 => Family::Simt,
             MmaF16Tn | MmaF16Nn | MmaF16Tt | MmaF16Nt | MmaBf16Tn | MmaBf16Nn | MmaBf16Tt
-            | MmaBf16Nt | MmaTf32Tn => Family::Mma,
+            | MmaBf16Nt | MmaTf32Tn | MmaTf32TnSplit => Family::Mma,
+            SplitReduce => Family::Reduce,
             WgmmaF16N128 | WgmmaF16N256 | WgmmaBf16N128 | WgmmaBf16N256 => Family::Wgmma,
             TrsmF32 | TrsmF64 => Family::Trsm,
         }
@@ -88,6 +93,7 @@ impl Kernel {
             Family::Simt => shapes::SIMT_THREADS,
             Family::Mma => shapes::MMA_THREADS,
             Family::Wgmma => shapes::WGMMA_THREADS,
+            Family::Reduce => shapes::SPLIT_REDUCE_THREADS,
             Family::Trsm => shapes::TRSM_THREADS,
         }
     }

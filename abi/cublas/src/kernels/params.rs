@@ -49,7 +49,11 @@ pub struct GemmParams {
     pub flags: u32,
     pub c_type: u32,
     pub scalar_type: u32,
-    pub reserved: u32,
+    /// Elements of K per piece, for the split kernel and its reduction
+    /// (0 for every other kernel).
+    pub k_chunk: i32,
+    /// The pieces' partial sums: one m x n f32 slice each, column-major.
+    pub partials: *mut c_void,
 }
 
 /// `TrsmFlag`.
@@ -86,13 +90,15 @@ mod tests {
     /// The numbers params.cuh asserts.
     #[test]
     fn gemm_params_match_the_kernels_declaration() {
-        assert_eq!(size_of::<GemmParams>(), 136);
+        assert_eq!(size_of::<GemmParams>(), 144);
         assert_eq!(offset_of!(GemmParams, lda), 40);
         assert_eq!(offset_of!(GemmParams, stride_a), 64);
         assert_eq!(offset_of!(GemmParams, alpha), 88);
         assert_eq!(offset_of!(GemmParams, m), 104);
         assert_eq!(offset_of!(GemmParams, flags), 120);
         assert_eq!(offset_of!(GemmParams, scalar_type), 128);
+        assert_eq!(offset_of!(GemmParams, k_chunk), 132);
+        assert_eq!(offset_of!(GemmParams, partials), 136);
     }
 
     #[test]

@@ -15,5 +15,7 @@ pub const WGMMA_THREADS: u32 = 256;
 pub const WGMMA_ROWS: u32 = 128;
 pub const WGMMA_SHARED_BYTES_N128: u32 = 132096;
 pub const WGMMA_SHARED_BYTES_N256: u32 = 197632;
+/// The split-K reduction: threads (one element of C each).
+pub const SPLIT_REDUCE_THREADS: u32 = 256;
 /// The triangular solve: threads (one vector each).
 pub const TRSM_THREADS: u32 = 128;
