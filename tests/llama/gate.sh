@@ -22,10 +22,10 @@
 #                       (MACUDA_INJECT), and with a kernel faulting on the
 #                       GPU (MACUDA_INJECT_GPU_FAULT): ggml's CUDA error
 #                       with ours, no hang, and the next run as stock's
-#      (default: all of them; decode first, then the op-suite parts side by side,
+#      (default: all of them; decode, bench and fault first, each alone on
+#      the GPU, then the op-suite parts, the longest, side by side,
 #      GATE_OPS_JOBS ops of ours at a time each, default 2, and stock's
-#      whole suite with GATE_STOCK_JOBS workers, default 8; then the
-#      others in that order, alone on the GPU),
+#      whole suite with GATE_STOCK_JOBS workers, default 8),
 #   4. writes GATE_OUT/summary.txt: what ran, what passed, the figures.
 #
 # It can run longer than one command may: start it with setsid in the
@@ -121,6 +121,43 @@ if [[ $parts == *" decode "* ]]; then
       | sed 's/^/        /' | tee -a "$summary"
   done
 fi
+if [[ $parts == *" bench "* ]]; then
+  note "bench started"
+  bash "$here/bench.sh" "$build" "$lib" "$out/bench" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/bench.log" 2>&1
+  rc=$?
+  result "llama-bench, stock and ours interleaved" "$rc"
+  sed 's/^/        /' "$out/bench/bench.txt" | tee -a "$summary"
+fi
+if [[ $parts == *" fault "* ]]; then
+  note "fault started"
+  f=$out/fault
+  m=$(model 1b-q4_0)
+  simple() { timeout --kill-after=5 120 "$build/bin/llama-simple" -m "$m" -n 64 -ngl 99 "The history of the graphics processor begins"; }
+  simple >"$f.stock.txt" 2>"$f.stock.err"
+  # An actor failing under llama-simple, then a kernel faulting on the GPU
+  # (its 500th launch reads through an unmapped address); after each, a
+  # fresh process must decode as stock did.
+  for fault in MACUDA_INJECT=submit:panic:300 MACUDA_INJECT_GPU_FAULT=500; do
+    d=$f/${fault%%=*}
+    mkdir -p "$d/reports"
+    # simple is a shell function, which env cannot run: export in a subshell.
+    (export "$fault" MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib"
+      simple) >"$d/faulted.txt" 2>"$d/faulted.err"
+    rc_f=$?
+    MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" simple >"$d/after.txt" 2>"$d/after.err"
+    rc_a=$?
+    reports=$(ls "$d/reports"/*-failure.msgpack 2>/dev/null | wc -l)
+    why=$(grep -m1 -i "cuda error" "$d/faulted.err")
+    same=no
+    [ -s "$f.stock.txt" ] && cmp -s "$f.stock.txt" "$d/after.txt" && same=yes
+    ok=1
+    # Ended by itself (ggml aborts on a CUDA error: 134), not by the time
+    # limit; told by ggml; then a normal run.
+    { [ "$rc_f" -ne 0 ] && [ "$rc_f" -lt 124 ]; } || [ "$rc_f" -eq 134 ] || ok=0
+    { [ -n "$why" ] && [ "$rc_a" -eq 0 ] && [ "$same" = yes ]; } || ok=0
+    result "$fault under llama-simple: exit $rc_f, '${why:-no CUDA error printed}', $reports crash report(s); the next run exit $rc_a, text as stock's: $same" $((1 - ok))
+  done
+fi
 # The op-suite parts run side by side (each runs
 # GATE_OPS_JOBS ops of ours at once): the variants of ours start as soon
 # as stock's graphs-on suite has finished, since they reuse it.
@@ -164,43 +201,6 @@ for i in "${!ops_pids[@]}"; do
   result "${ops_names[$i]}: $(tail -1 "$d/ops.txt")" "$rc"
   grep -v "ours did not pass: 0$" "$d/ops.txt" | grep -v "^ops:" | head -40 | sed 's/^/        /' | tee -a "$summary"
 done
-if [[ $parts == *" bench "* ]]; then
-  note "bench started"
-  bash "$here/bench.sh" "$build" "$lib" "$out/bench" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/bench.log" 2>&1
-  rc=$?
-  result "llama-bench, stock and ours interleaved" "$rc"
-  sed 's/^/        /' "$out/bench/bench.txt" | tee -a "$summary"
-fi
-if [[ $parts == *" fault "* ]]; then
-  note "fault started"
-  f=$out/fault
-  m=$(model 1b-q4_0)
-  simple() { timeout --kill-after=5 120 "$build/bin/llama-simple" -m "$m" -n 64 -ngl 99 "The history of the graphics processor begins"; }
-  simple >"$f.stock.txt" 2>"$f.stock.err"
-  # An actor failing under llama-simple, then a kernel faulting on the GPU
-  # (its 500th launch reads through an unmapped address); after each, a
-  # fresh process must decode as stock did.
-  for fault in MACUDA_INJECT=submit:panic:300 MACUDA_INJECT_GPU_FAULT=500; do
-    d=$f/${fault%%=*}
-    mkdir -p "$d/reports"
-    # simple is a shell function, which env cannot run: export in a subshell.
-    (export "$fault" MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib"
-      simple) >"$d/faulted.txt" 2>"$d/faulted.err"
-    rc_f=$?
-    MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" simple >"$d/after.txt" 2>"$d/after.err"
-    rc_a=$?
-    reports=$(ls "$d/reports"/*-failure.msgpack 2>/dev/null | wc -l)
-    why=$(grep -m1 -i "cuda error" "$d/faulted.err")
-    same=no
-    [ -s "$f.stock.txt" ] && cmp -s "$f.stock.txt" "$d/after.txt" && same=yes
-    ok=1
-    # Ended by itself (ggml aborts on a CUDA error: 134), not by the time
-    # limit; told by ggml; then a normal run.
-    { [ "$rc_f" -ne 0 ] && [ "$rc_f" -lt 124 ]; } || [ "$rc_f" -eq 134 ] || ok=0
-    { [ -n "$why" ] && [ "$rc_a" -eq 0 ] && [ "$same" = yes ]; } || ok=0
-    result "$fault under llama-simple: exit $rc_f, '${why:-no CUDA error printed}', $reports crash report(s); the next run exit $rc_a, text as stock's: $same" $((1 - ok))
-  done
-fi
 dmesg 2>/dev/null | grep -i -E "xid|nvrm" | tail -20 >"$out/kernel-log.txt"
 say "passed $passed, failed $failed"
 note "done"
