@@ -335,10 +335,24 @@ fn a_sync_the_gpu_never_completes_reports_the_stuck_queue() {
         HostError::ActorFailed { source, .. } => source.as_ref(),
         e => e,
     };
-    let HostError::Submit(SubmitError::Stuck { queue, value, .. }) = cause else {
+    let HostError::Submit(
+        stuck @ SubmitError::Stuck {
+            queue,
+            value,
+            reached,
+            queues,
+            ..
+        },
+    ) = cause
+    else {
         panic!("expected a stuck compute queue, got {err:?}");
     };
     assert_eq!((*queue, *value), ("compute", 3));
+    // The report says where both queues stood: the first chain's release
+    // came, the rest did not.
+    assert_eq!(*reached, 1);
+    assert_eq!((queues.compute_reached, queues.compute_issued), (1, 3));
+    assert!(stuck.to_string().contains("stood at 1"), "{stuck}");
 }
 
 #[test]

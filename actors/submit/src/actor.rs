@@ -5,7 +5,7 @@ use crate::encode::{
     qmd_bytes, Bank0Slot, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape, CBANK0_ALIGN,
     QMD_ALIGN,
 };
-use crate::error::SubmitError;
+use crate::error::{QueueMarks, SubmitError};
 use crate::events::{EventSlot, EventTable, Stamp};
 use crate::lane::{
     EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
@@ -731,9 +731,35 @@ impl SubmitActor {
     fn wait_timeline_untimed(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
         let patience = self.config.sync_timeout;
         let (q, gsp, fault) = self.queue_and_fault(kind);
-        q.timeline.wait(q.name, value, patience, |deep| {
+        let r = q.timeline.wait(q.name, value, patience, |deep| {
             latch_fault(gsp, fault, deep)
-        })
+        });
+        match r {
+            Err(SubmitError::Stuck {
+                queue,
+                value,
+                reached,
+                after_ms,
+                ..
+            }) => Err(SubmitError::Stuck {
+                queue,
+                value,
+                reached,
+                after_ms,
+                queues: self.queue_marks(),
+            }),
+            r => r,
+        }
+    }
+
+    /// Both queues as they stand (a timeline that cannot be read shows 0).
+    fn queue_marks(&self) -> QueueMarks {
+        QueueMarks {
+            compute_reached: self.compute.timeline.completed().unwrap_or(0),
+            compute_issued: self.compute.issued,
+            copy_reached: self.copy.timeline.completed().unwrap_or(0),
+            copy_issued: self.copy.issued,
+        }
     }
 
     /// One queue beside what a wait on it checks for faults with: split

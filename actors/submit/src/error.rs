@@ -49,12 +49,17 @@ pub enum SubmitError {
     #[error("compute work was submitted while {reason}: the engine could read descriptors that have not arrived")]
     ComputeInsideChainFlush { reason: &'static str },
     #[error(
-        "the {queue} queue did not reach timeline value {value}: it did not move for {after_ms} ms"
+        "the {queue} queue did not reach timeline value {value}: it stood at {reached} for {after_ms} ms ({queues})"
     )]
     Stuck {
         queue: &'static str,
         value: u64,
+        /// What the timeline read when the wait gave up.
+        reached: u64,
         after_ms: u64,
+        /// Both queues at that moment: a wait that stands still behind
+        /// the other queue, or on work never handed over, shows here.
+        queues: QueueMarks,
     },
     #[error("cannot read the timeline: {why}")]
     NoTimeline { why: &'static str },
@@ -128,5 +133,25 @@ impl ActorFault for SubmitError {
             | SubmitError::MirrorUnmapped { .. }
             | SubmitError::Spawn(_) => Severity::Fatal,
         }
+    }
+}
+
+/// Where both queues stood: each timeline as read, and the last value
+/// queued on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueMarks {
+    pub compute_reached: u64,
+    pub compute_issued: u64,
+    pub copy_reached: u64,
+    pub copy_issued: u64,
+}
+
+impl std::fmt::Display for QueueMarks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "compute at {} of {} queued, copy at {} of {}",
+            self.compute_reached, self.compute_issued, self.copy_reached, self.copy_issued
+        )
     }
 }

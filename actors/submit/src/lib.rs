@@ -37,7 +37,7 @@ pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService};
 pub use encode::{
     BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchShape,
 };
-pub use error::SubmitError;
+pub use error::{QueueMarks, SubmitError};
 pub use lane::{
     EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
     INLINE_PARAM_BYTES,

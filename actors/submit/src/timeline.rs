@@ -3,7 +3,7 @@
 //! wait on it that every sync point, full ring and wrapped command region
 //! goes through.
 
-use crate::error::SubmitError;
+use crate::error::{QueueMarks, SubmitError};
 use macuda_gsp::CpuView;
 use macuda_memory::{DeviceWindow, MemoryError, MemoryHandle};
 use std::time::{Duration, Instant};
@@ -115,10 +115,13 @@ impl Timeline {
             }
             if moved.elapsed() > patience {
                 check_fault(true)?;
+                // The caller fills in both queues' marks.
                 return Err(SubmitError::Stuck {
                     queue,
                     value,
+                    reached: done,
                     after_ms: u64::try_from(patience.as_millis()).unwrap_or(u64::MAX),
+                    queues: QueueMarks::default(),
                 });
             }
             std::thread::yield_now();
@@ -175,7 +178,9 @@ mod tests {
             SubmitError::Stuck {
                 queue: "copy",
                 value: 1,
-                after_ms: 50
+                reached: 0,
+                after_ms: 50,
+                ..
             }
         ));
         assert_eq!(deep.last(), Some(&true), "a deep check before giving up");
