@@ -14,6 +14,10 @@
 //!   the start, graph replays included) has its first 8-byte parameter
 //!   replaced by an address nothing is mapped at, so that kernel faults on
 //!   the GPU (an MMU fault), to see a program live through a real one.
+//! - `MACUDA_SYNC_PATIENCE=SECONDS`: how long a sync point waits with its
+//!   queue's timeline standing still before it calls the queue stuck
+//!   (`cudaErrorLaunchTimeout`; the submit actor's default otherwise), to
+//!   tell a queue a loaded GPU runs slowly from one that never moves.
 //! - `MACUDA_LOG=FILTER` (as for the `macuda` command): the stack's log on
 //!   stderr, e.g. why a `cudaMalloc` was refused (`warn`, the least that
 //!   says it).
@@ -27,6 +31,7 @@ use std::ffi::OsString;
 
 pub const CHAIN_DEPTH: &str = "MACUDA_CHAIN_DEPTH";
 pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
+pub const SYNC_PATIENCE: &str = "MACUDA_SYNC_PATIENCE";
 pub const LOG: &str = "MACUDA_LOG";
 pub const INJECT: &str = "MACUDA_INJECT";
 pub const INJECT_GPU_FAULT: &str = "MACUDA_INJECT_GPU_FAULT";
@@ -59,6 +64,7 @@ pub fn start_log() -> Result<(), KnobError> {
 pub struct Knobs {
     pub chain_depth: Option<usize>,
     pub sync_launches: bool,
+    pub sync_patience: Option<std::time::Duration>,
     pub inject: Option<InjectSpec>,
     /// The launch (1-based) that is made to fault.
     pub gpu_fault_at: Option<u64>,
@@ -106,6 +112,8 @@ impl Knobs {
             };
         let chain_depth = positive(CHAIN_DEPTH, "a whole number of launches, at least 1")?
             .map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+        let sync_patience = positive(SYNC_PATIENCE, "a whole number of seconds, at least 1")?
+            .map(std::time::Duration::from_secs);
         let sync_launches = match text(SYNC_LAUNCHES).as_deref().map(str::trim) {
             None | Some("" | "0") => false,
             Some("1") => true,
@@ -132,6 +140,7 @@ impl Knobs {
         Ok(Knobs {
             chain_depth,
             sync_launches,
+            sync_patience,
             inject,
             gpu_fault_at,
         })
@@ -201,6 +210,25 @@ mod tests {
         assert_eq!(k.gpu_fault_at, Some(7));
         assert!(k.sync_launches);
         assert!(!knobs(&[(SYNC_LAUNCHES, "0")]).unwrap().sync_launches);
+    }
+
+    #[test]
+    fn the_sync_patience_reaches_the_submit_actors_config_and_a_bad_one_is_named() {
+        let k = knobs(&[(SYNC_PATIENCE, "120")]).unwrap();
+        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
+        assert_eq!(
+            config.submit.sync_timeout,
+            std::time::Duration::from_secs(120)
+        );
+        let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
+        assert_eq!(
+            default.submit.sync_timeout,
+            macuda_submit::SubmitConfig::default().sync_timeout
+        );
+        for bad in ["0", "ten", "-5"] {
+            let e = knobs(&[(SYNC_PATIENCE, bad)]).unwrap_err();
+            assert_eq!((e.name, e.value.as_str()), (SYNC_PATIENCE, bad));
+        }
     }
 
     #[test]

@@ -165,9 +165,13 @@ ops_jobs=${GATE_OPS_JOBS:-2}
 ops_names=()
 ops_dirs=()
 ops_pids=()
+# GATE_OURS_ENV="K=V ..." goes to ours in every op-suite part (e.g.
+# MACUDA_SYNC_PATIENCE=120, to tell a queue the shared GPU runs slowly from
+# one that never moves).
 ops_start() { # NAME OUTDIR; BOTH_ENV, OURS_ENV and STOCK_FROM as the caller sets them
   note "$1 started"
-  STOCK_JOBS=${GATE_STOCK_JOBS:-8} OPS_JOBS=$ops_jobs bash "$here/ops.sh" "$build" "$lib" "$2" >"$2.log" 2>&1 &
+  OURS_ENV="${OURS_ENV:-} ${GATE_OURS_ENV:-}" STOCK_JOBS=${GATE_STOCK_JOBS:-8} OPS_JOBS=$ops_jobs \
+    bash "$here/ops.sh" "$build" "$lib" "$2" >"$2.log" 2>&1 &
   ops_pids+=($!)
   ops_names+=("$1")
   ops_dirs+=("$2")
