@@ -26,7 +26,7 @@ if [ -n "$dest" ]; then
   # The raw per-op outputs stay (their .plain copies go); a pattern such
   # as ops-*.txt would also drop the variants' ops-*/ops.txt summaries.
   tar czf "$dest/gate.tgz" -C "$(dirname "$out")" --exclude='*.txt.gz' \
-    --exclude='*.stock.txt' --exclude='*.ours.txt' --exclude='stock-all.txt' "$(basename "$out")" 2>/dev/null
+    --exclude='*.stock.txt' --exclude='*.ours.txt' --exclude='*.alone.txt' --exclude='stock-all.txt' "$(basename "$out")" 2>/dev/null
   cp "$progress" "$out/summary.txt" "$dest/" 2>/dev/null
 fi
 finished || exit 2
