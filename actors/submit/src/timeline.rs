@@ -16,6 +16,13 @@ const PAYLOAD_BYTES: u64 = 8;
 const FAULT_CHECK_FIRST: Duration = Duration::from_millis(2);
 const FAULT_CHECK_EVERY: Duration = Duration::from_millis(20);
 
+/// A wait polls flat out (yielding the CPU between reads) this long, which
+/// covers a decode token's sync; past it, it sleeps this long between
+/// reads, so that many waiting processes on a shared GPU leave the CPUs to
+/// the ones with work (the threads that hand work over among them).
+const SPIN_FOR: Duration = Duration::from_millis(5);
+const POLL_SLEEP: Duration = Duration::from_micros(50);
+
 /// How the CPU reaches the semaphore.
 enum Reach {
     /// Through a mapping of the buffer that holds it (every real card).
@@ -124,7 +131,11 @@ impl Timeline {
                     queues: QueueMarks::default(),
                 });
             }
-            std::thread::yield_now();
+            if started.elapsed() < SPIN_FOR {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(POLL_SLEEP);
+            }
         }
     }
 }
