@@ -13,6 +13,11 @@
 //!   instruction each), and the pieces' sums are added in order of K;
 //! - inputs are rounded to tf32 to nearest, ties to even.
 //!
+//! The granule was read where cublasLt's log named 16 x 6 stages (the
+//! router's shapes among them); at the shapes it ran with 32 x 6 or
+//! 16 x 10 stages the piece sizes were not read, so the granule there is
+//! assumed the same.
+//!
 //! The counts are known at the measured shapes only. Between them the
 //! table takes the next measured value above (in m, then k, then n), and
 //! past the largest it does not split: outside the measured points our
