@@ -731,25 +731,13 @@ impl SubmitActor {
     fn wait_timeline_untimed(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
         let patience = self.config.sync_timeout;
         let (q, gsp, fault) = self.queue_and_fault(kind);
-        let r = q.timeline.wait(q.name, value, patience, |deep| {
+        let mut r = q.timeline.wait(q.name, value, patience, |deep| {
             latch_fault(gsp, fault, deep)
         });
-        match r {
-            Err(SubmitError::Stuck {
-                queue,
-                value,
-                reached,
-                after_ms,
-                ..
-            }) => Err(SubmitError::Stuck {
-                queue,
-                value,
-                reached,
-                after_ms,
-                queues: self.queue_marks(),
-            }),
-            r => r,
+        if let Err(SubmitError::Stuck { queues, .. }) = &mut r {
+            *queues = self.queue_marks();
         }
+        r
     }
 
     /// Both queues as they stand (a timeline that cannot be read shows 0).
