@@ -97,12 +97,7 @@ mod tests {
     use super::*;
 
     fn facts() -> DeviceFacts {
-        DeviceFacts {
-            ordinal: 0,
-            sm: 90,
-            multiprocessors: 132,
-            shared_optin: 232448,
-        }
+        DeviceFacts::h200()
     }
 
     #[test]

@@ -77,6 +77,28 @@ pub struct DeviceFacts {
     pub shared_optin: u32,
 }
 
+/// The two chips the unit tests plan for, as their runtimes report them.
+#[cfg(test)]
+impl DeviceFacts {
+    pub(crate) fn h200() -> DeviceFacts {
+        DeviceFacts {
+            ordinal: 0,
+            sm: 90,
+            multiprocessors: 132,
+            shared_optin: 232448,
+        }
+    }
+
+    pub(crate) fn rtx5090() -> DeviceFacts {
+        DeviceFacts {
+            ordinal: 0,
+            sm: 120,
+            multiprocessors: 170,
+            shared_optin: 101376,
+        }
+    }
+}
+
 fn attribute(a: c_int, device: c_int) -> Result<c_int, c_int> {
     let mut v = 0;
     // SAFETY: a valid out pointer.

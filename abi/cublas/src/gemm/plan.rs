@@ -186,20 +186,10 @@ mod tests {
     use crate::gemm::SINGLE;
 
     fn h200() -> DeviceFacts {
-        DeviceFacts {
-            ordinal: 0,
-            sm: 90,
-            multiprocessors: 132,
-            shared_optin: 232448,
-        }
+        DeviceFacts::h200()
     }
     fn rtx5090() -> DeviceFacts {
-        DeviceFacts {
-            ordinal: 0,
-            sm: 120,
-            multiprocessors: 170,
-            shared_optin: 101376,
-        }
+        DeviceFacts::rtx5090()
     }
 
     #[allow(clippy::too_many_arguments)]

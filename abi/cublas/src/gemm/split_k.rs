@@ -153,12 +153,7 @@ mod tests {
     use super::*;
 
     fn h200() -> DeviceFacts {
-        DeviceFacts {
-            ordinal: 0,
-            sm: 90,
-            multiprocessors: 132,
-            shared_optin: 232448,
-        }
+        DeviceFacts::h200()
     }
 
     #[test]
@@ -240,12 +235,7 @@ mod tests {
         assert_eq!(nvidia_tf32(8, 10, 8192, &h200()), None);
         // One granule cannot be cut.
         assert_eq!(nvidia_tf32(8, 10, 32, &h200()), None);
-        let other = DeviceFacts {
-            multiprocessors: 170,
-            sm: 120,
-            ..h200()
-        };
-        assert_eq!(nvidia_tf32(8, 10, 2048, &other), None);
+        assert_eq!(nvidia_tf32(8, 10, 2048, &DeviceFacts::rtx5090()), None);
     }
 
     #[test]
