@@ -50,6 +50,12 @@ pub struct ActorConfig {
 /// deadline, so no caller can wait forever on a stuck actor.
 pub struct Handle<R> {
     tx: Sender<R>,
+    /// Disconnects when the actor's thread ends. A request that reached the
+    /// mailbox just before the thread stopped is never answered, and
+    /// crossbeam keeps it (and its reply sender) alive as long as any sender
+    /// exists, so the caller watches this to learn the actor is gone rather
+    /// than waiting out the deadline.
+    gone: Receiver<()>,
     actor: &'static str,
     deadline: Duration,
     events: flume::Sender<SupervisorEvent>,
@@ -59,6 +65,7 @@ impl<R> Clone for Handle<R> {
     fn clone(&self) -> Self {
         Handle {
             tx: self.tx.clone(),
+            gone: self.gone.clone(),
             actor: self.actor,
             deadline: self.deadline,
             events: self.events.clone(),
@@ -97,11 +104,19 @@ impl<R: Request> Handle<R> {
                 return Err(ActorError::Disconnected { actor, op }.into())
             }
         }
-        match reply_rx.recv_deadline(deadline) {
-            Ok(result) => result,
-            Err(RecvTimeoutError::Timeout) => Err(self.missed(op, started).into()),
-            Err(RecvTimeoutError::Disconnected) => {
-                Err(ActorError::Disconnected { actor, op }.into())
+        let gone = || Err(ActorError::Disconnected { actor, op }.into());
+        select! {
+            recv(reply_rx) -> reply => match reply {
+                Ok(result) => result,
+                Err(_) => gone(),
+            },
+            // The thread ended: a reply it sent on its way out still counts.
+            recv(self.gone) -> _ => match reply_rx.try_recv() {
+                Ok(result) => result,
+                Err(_) => gone(),
+            },
+            default(deadline.saturating_duration_since(Instant::now())) => {
+                Err(self.missed(op, started).into())
             }
         }
     }
@@ -409,6 +424,7 @@ fn spawn_inner<R: Request, S: Send + 'static>(
     ));
     let handle = Handle {
         tx,
+        gone: done.clone(),
         actor: config.name,
         deadline: config.deadline,
         events: config.events.clone(),

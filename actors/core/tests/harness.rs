@@ -148,6 +148,37 @@ fn a_panic_is_reported_before_the_caller_sees_the_actor_gone() {
     ));
 }
 
+/// A request still in the mailbox when the actor's thread ends is never
+/// answered; its caller must hear at once that the actor is gone, not wait
+/// out the deadline (CI once saw this race after a panic: the next call was
+/// queued before the dying thread dropped its mailbox).
+#[test]
+fn a_request_left_in_the_mailbox_when_the_actor_ends_is_refused_at_once() {
+    let deadline = Duration::from_secs(5);
+    let mut w = world(deadline);
+    let busy = w.handle.clone();
+    let first = std::thread::spawn(move || busy.sleep(300));
+    std::thread::sleep(Duration::from_millis(50));
+    let queued = w.handle.clone();
+    let second = std::thread::spawn(move || {
+        let started = Instant::now();
+        (queued.add(2), started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    // Stop wins over the queued add once the sleep is done.
+    assert_eq!(w.join.stop(Duration::from_secs(2)), StopOutcome::Stopped);
+    assert!(first.join().unwrap().is_ok());
+    let (after, waited) = second.join().unwrap();
+    assert!(
+        matches!(
+            after,
+            Err(ToyError::Actor(ActorError::Disconnected { op: "add", .. }))
+        ),
+        "{after:?}"
+    );
+    assert!(waited < deadline / 2, "waited {waited:?}");
+}
+
 #[test]
 fn a_fatal_error_is_reported_and_returned() {
     let w = world(Duration::from_secs(5));
