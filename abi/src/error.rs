@@ -2,7 +2,6 @@
 //! NVIDIA's headers in tests/layout.rs), their names and sentences, the
 //! per-thread last error, and the guard every entry point runs inside.
 
-use crate::device::Execution;
 use macuda_core::find_in_chain;
 use macuda_submit::SubmitError;
 use macuda_supervisor::HostError;
@@ -131,15 +130,15 @@ impl std::fmt::Display for CudaError {
 /// The code a failure of the stack below answers with. Faults the GPU
 /// reported and lost actors poison the context (sticky), as on NVIDIA's
 /// runtime; typed refusals of bad input are the caller's to fix.
-pub fn from_host(e: &HostError, execution: Execution) -> CudaError {
-    let code = classify(e, execution);
+pub fn from_host(e: &HostError) -> CudaError {
+    let code = classify(e);
     if code.is_sticky() {
         set_sticky(code);
     }
     code
 }
 
-fn classify(e: &HostError, execution: Execution) -> CudaError {
+fn classify(e: &HostError) -> CudaError {
     if let Some(fault) = find_in_chain::<SubmitError>(e).and_then(|s| match s {
         SubmitError::ChannelFault(f) => Some(f),
         _ => None,
@@ -160,7 +159,8 @@ fn classify(e: &HostError, execution: Execution) -> CudaError {
         | HostError::Down { .. }
         | HostError::Interrupted { .. }
         | HostError::RecoveryTimedOut { .. } => CudaError::DEVICE_LOST,
-        _ if execution == Execution::Nothing && e.is_refusal() => CudaError::NOT_SUPPORTED,
+        // A transport declining by design: the device does not do it.
+        _ if e.is_refusal() => CudaError::NOT_SUPPORTED,
         _ => CudaError::UNKNOWN,
     }
 }

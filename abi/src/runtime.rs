@@ -15,7 +15,6 @@ use crate::launch_log::LaunchLog;
 use crate::state::graphs::GraphTable;
 use crate::state::memory_map::MemoryMap;
 use crate::state::streams::{EventTable, StreamTable};
-use macuda_gsp::RmBackend;
 use macuda_pci::DeviceSpec;
 use macuda_pci::{NullCard, NullOpener, NullProfile};
 use macuda_submit::{LaneItem, LaunchLane, StreamId};
@@ -191,9 +190,11 @@ impl Runtime {
         let lane = host.call(|s| s.submit.lane())?;
         let default_stream = host.call(|s| s.submit.create_stream())?;
         let device = host.device().clone();
-        let execution = match device.rm {
-            RmBackend::Null => Execution::Nothing,
-            RmBackend::KernelModule => Execution::Gpu,
+        // Decided by what the device takes, not by which RM it is.
+        let execution = if device.can.submission {
+            Execution::Gpu
+        } else {
+            Execution::Nothing
         };
         let sm = device.chip.chip.sm();
         let facts = DeviceFacts {
@@ -232,8 +233,7 @@ impl Runtime {
     ) -> Result<T, CudaError> {
         let host = self.host.read();
         let host = host.as_ref().ok_or(CudaError::CUDART_UNLOADING)?;
-        host.call(f)
-            .map_err(|e| crate::error::from_host(&e, self.execution))
+        host.call(f).map_err(|e| crate::error::from_host(&e))
     }
 
     /// As [`Runtime::call`], keeping the Host's error for the caller to
@@ -254,22 +254,7 @@ impl Runtime {
 
     /// The CUDA code for a Host error (sticky ones latched).
     pub fn cuda_error(&self, e: &HostError) -> CudaError {
-        crate::error::from_host(e, self.execution)
-    }
-
-    /// As [`Runtime::call`], where the null device declining work is the
-    /// answer "done": it executes nothing, so nothing is outstanding.
-    pub fn call_done<T: Default, E: Into<HostError>>(
-        &self,
-        f: impl FnOnce(&Stack) -> Result<T, E>,
-    ) -> Result<T, CudaError> {
-        let host = self.host.read();
-        let host = host.as_ref().ok_or(CudaError::CUDART_UNLOADING)?;
-        match host.call(f) {
-            Ok(v) => Ok(v),
-            Err(e) if self.execution == Execution::Nothing && e.is_refusal() => Ok(T::default()),
-            Err(e) => Err(crate::error::from_host(&e, self.execution)),
-        }
+        crate::error::from_host(e)
     }
 
     /// Hand `item` to the submit actor's lane. When the actor has stopped
@@ -289,8 +274,7 @@ impl Runtime {
 
     /// Wait for `stream`'s work.
     pub fn synchronize(&self, stream: StreamId) -> Result<(), CudaError> {
-        self.call_done(|st| st.submit.synchronize(stream))
-            .map(|_| ())
+        self.call(|st| st.submit.synchronize(stream)).map(|_| ())
     }
 
     /// Wait for everything queued (every stream shares the queues).

@@ -58,7 +58,7 @@ pub extern "C" fn cudaStreamDestroy(stream: Handle) -> CudaError {
         let rt = runtime()?;
         let s = rt.streams.remove(stream as usize)?;
         let id = s.id;
-        rt.call_done(|st| st.submit.destroy_stream(id))
+        rt.call(|st| st.submit.destroy_stream(id))
     })
 }
 
@@ -72,7 +72,7 @@ pub extern "C" fn cudaStreamSynchronize(stream: Handle) -> CudaError {
             return Err(CudaError::STREAM_CAPTURE_UNSUPPORTED);
         }
         let id = s.id;
-        rt.call_done(|st| st.submit.synchronize(id)).map(|_| ())
+        rt.call(|st| st.submit.synchronize(id)).map(|_| ())
     })
 }
 
@@ -96,7 +96,7 @@ pub extern "C" fn cudaStreamQuery(stream: Handle) -> CudaError {
             event,
             timed: false,
         })?;
-        let done = rt.call_done(|st| st.submit.query_event(event));
+        let done = rt.call(|st| st.submit.query_event(event));
         let _ = rt.call(|st| st.submit.destroy_event(event));
         if done? {
             Ok(())
@@ -176,7 +176,7 @@ pub extern "C" fn cudaEventDestroy(event: Handle) -> CudaError {
         let rt = runtime()?;
         let e = rt.events.remove(event as usize)?;
         let id = e.id;
-        rt.call_done(|s| s.submit.destroy_event(id))
+        rt.call(|s| s.submit.destroy_event(id))
     })
 }
 
@@ -204,7 +204,7 @@ pub extern "C" fn cudaEventQuery(event: Handle) -> CudaError {
         let rt = runtime()?;
         let e = rt.events.get(event as usize)?;
         let id = e.id;
-        if rt.call_done(|s| s.submit.query_event(id).map(|d| !d))? {
+        if rt.call(|s| s.submit.query_event(id).map(|d| !d))? {
             Err(CudaError::NOT_READY)
         } else {
             Ok(())
@@ -218,7 +218,7 @@ pub extern "C" fn cudaEventSynchronize(event: Handle) -> CudaError {
         let rt = runtime()?;
         let e = rt.events.get(event as usize)?;
         let id = e.id;
-        rt.call_done(|s| s.submit.sync_event(id))
+        rt.call(|s| s.submit.sync_event(id))
     })
 }
 

@@ -182,9 +182,14 @@ struct SubmitActor {
     /// The clock host stamps count from (where the device executes
     /// nothing and cannot stamp).
     started: Instant,
-    /// Why the device declined the last submission, reported at the next
-    /// sync point (the lane has no caller to tell).
-    refusal: Option<SubmitError>,
+    /// The first lane work that failed since the last sync point, reported
+    /// there (the lane has no caller to tell).
+    failure: Option<SubmitError>,
+    /// A submission was built and counted but handed to nothing since the
+    /// last sync point (a device whose capabilities take no submission): the
+    /// sync point restarts the token, as nothing of it is in flight. Not an
+    /// error: the device description says so up front.
+    declined_since_sync: bool,
     /// Compute values up to here belong to declined submissions.
     dropped_through: u64,
     /// Copy values up to here likewise.
@@ -270,27 +275,22 @@ impl SubmitActor {
         did
     }
 
-    /// Lane work has no caller to return errors to: refusals wait for the
-    /// next sync point; anything else is logged and counted there too.
-    /// A fatal failure waits to be reported: no more work may be queued.
+    /// Lane work has no caller to return errors to: a failure is logged and
+    /// waits for the next sync point. While a fatal one waits to be
+    /// reported, no more work may be queued.
     fn broken(&self) -> bool {
         self.fault.is_some()
             || self
-                .refusal
+                .failure
                 .as_ref()
                 .is_some_and(|e| e.severity() == Severity::Fatal)
     }
 
     fn note_failure(&mut self, e: SubmitError) {
         tracing::error!(error = %e, "lane work failed");
-        self.note_decline(e);
-    }
-
-    /// Keep the first thing the device declined (or that failed with no
-    /// caller to tell) for the next sync point.
-    fn note_decline(&mut self, e: SubmitError) {
-        if self.refusal.is_none() {
-            self.refusal = Some(e);
+        // The first failure is the one the next sync point reports.
+        if self.failure.is_none() {
+            self.failure = Some(e);
         }
     }
 
@@ -523,9 +523,9 @@ impl SubmitActor {
             words: pb.words().to_vec(),
         });
         if !self.can.submission {
-            // Queuing goes on; the next sync point reports the decline.
+            // Queuing goes on; the work is counted and handed to nothing.
             self.forget_queued(kind);
-            self.note_decline(SubmitError::Declined { what: "submission" });
+            self.declined_since_sync = true;
             return Ok(());
         }
         self.doorbell.ring(token).map_err(|e| {
@@ -770,18 +770,16 @@ impl SubmitActor {
         (q, gsp, fault)
     }
 
-    /// At a sync point: report what the device declined since the last one.
-    fn take_refusal(&mut self) -> Result<(), SubmitError> {
-        match self.refusal.take() {
-            Some(e) => {
-                // Nothing declined is in flight: the next token starts over.
-                self.arena.standstill();
-                self.tokens.standstill();
-                self.compute_waits_for_copy = None;
-                Err(e)
-            }
-            None => Ok(()),
+    /// At a sync point: report lane work that failed since the last one,
+    /// and start the next token over when nothing of this one is in flight.
+    fn at_sync_point(&mut self) -> Result<(), SubmitError> {
+        let failure = self.failure.take();
+        if failure.is_some() || std::mem::take(&mut self.declined_since_sync) {
+            self.arena.standstill();
+            self.tokens.standstill();
+            self.compute_waits_for_copy = None;
         }
+        failure.map_or(Ok(()), Err)
     }
 }
 
@@ -921,7 +919,7 @@ impl SubmitService for SubmitActor {
 
     fn query_event(&mut self, event: EventId) -> Result<bool, SubmitError> {
         self.drain_lane();
-        self.take_refusal()?;
+        self.at_sync_point()?;
         let (compute, copy) = self.live_event(event)?.record.unwrap_or((0, 0));
         let compute_done =
             compute <= self.dropped_through || self.completed(QueueKind::Compute)? >= compute;
@@ -933,7 +931,7 @@ impl SubmitService for SubmitActor {
     fn sync_event(&mut self, event: EventId) -> Result<(), SubmitError> {
         self.drain_lane();
         self.flush_chain_keep_going()?;
-        self.take_refusal()?;
+        self.at_sync_point()?;
         let (compute, copy) = self.live_event(event)?.record.unwrap_or((0, 0));
         if compute > 0 {
             self.wait_compute(compute)?;
@@ -966,7 +964,7 @@ impl SubmitService for SubmitActor {
     fn flush(&mut self) -> Result<u64, SubmitError> {
         self.drain_lane();
         self.flush_chain_keep_going()?;
-        self.take_refusal()?;
+        self.at_sync_point()?;
         Ok(self.compute.issued)
     }
 
@@ -976,7 +974,7 @@ impl SubmitService for SubmitActor {
         }
         self.drain_lane();
         self.flush_chain_keep_going()?;
-        self.take_refusal()?;
+        self.at_sync_point()?;
         let value = self.compute.issued;
         if value > 0 {
             self.wait_compute(value)?;
@@ -1039,7 +1037,8 @@ impl SubmitService for SubmitActor {
         self.tokens = TokenTemplates::default();
         self.chain.abandon();
         self.compute_waits_for_copy = None;
-        self.refusal = None;
+        self.failure = None;
+        self.declined_since_sync = false;
         self.dropped_through = compute_done;
         self.copy_dropped_through = copy_done;
         let channels = self

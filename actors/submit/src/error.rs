@@ -67,10 +67,6 @@ pub enum SubmitError {
     MirrorUnmapped { bus: u64 },
     #[error("internal invariant broken: {reason}")]
     Invariant { reason: &'static str },
-    /// What the device's capabilities say it does not take (the null
-    /// card's submission): reported at the next sync point, by design.
-    #[error("the device takes no {what}: the work was built and counted, and handed to nothing")]
-    Declined { what: &'static str },
     #[error("launch lane")]
     Lane(#[from] LaneError),
     #[error("could not start the submit actor thread")]
@@ -78,14 +74,11 @@ pub enum SubmitError {
 }
 
 impl SubmitError {
-    /// The device declined by design (the null device): its capabilities
-    /// said so, or its transport refused.
+    /// The transport declined by design (the null card refusing what its
+    /// profile leaves out). Counted, never steered by: what a device takes
+    /// is in its capabilities.
     pub fn is_refusal(&self) -> bool {
-        match self {
-            SubmitError::Declined { .. } => true,
-            SubmitError::Pci(e) => e.is_refusal(),
-            _ => false,
-        }
+        matches!(self, SubmitError::Pci(e) if e.is_refusal())
     }
 
     /// A gsp error, with the pci refusal it wraps (the null card declining
@@ -120,8 +113,7 @@ impl ActorFault for SubmitError {
             | SubmitError::ParamBlockSize { .. }
             | SubmitError::Format(_)
             | SubmitError::CommandTooLarge { .. }
-            | SubmitError::NoTimeline { .. }
-            | SubmitError::Declined { .. } => Severity::Recoverable,
+            | SubmitError::NoTimeline { .. } => Severity::Recoverable,
             // A broken invariant, a stuck engine or a region that cannot be
             // reused leave the command streams in an unknown state.
             SubmitError::ComputeInsideChainFlush { .. }
