@@ -126,8 +126,8 @@ mod tests {
 
     fn fault() -> ChannelFault {
         ChannelFault {
-            xid: 31,
-            xid_name: rm::xid_name(31).into(),
+            xid: rm::XID_MMU_FAULT,
+            xid_name: rm::xid_name(rm::XID_MMU_FAULT).into(),
             engine: 1,
             debugger: Some("read".into()),
             sm_errors: Vec::new(),
