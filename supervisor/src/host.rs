@@ -421,7 +421,8 @@ impl Host {
 
     fn describe_device(&self) -> String {
         let d = &self.stack.device;
-        if d.rm == macuda_gsp::RmBackend::KernelModule {
+        if !self.owns_function() {
+            // Another driver owns the function: RM names the card.
             let bar1 = d
                 .identity
                 .bars
@@ -495,6 +496,12 @@ impl Host {
 
     pub fn device(&self) -> &DeviceInfo {
         &self.stack.device
+    }
+
+    /// Whether we own the PCI function (config space, BARs, reset), or
+    /// another driver (NVIDIA's kernel module) does and we touch none of it.
+    pub fn owns_function(&self) -> bool {
+        self.sup.opener.owns_function()
     }
 
     /// The raw handles; calls made through them skip the failure mapping
@@ -629,16 +636,7 @@ fn boot(
         .map_err(|e| ("gsp", e.into()))?;
     sup.adopt(join);
     let device = gsp.open_device().map_err(|e| ("gsp", e.into()))?;
-    *sup.firmware_note.lock() = match device.rm {
-        macuda_gsp::RmBackend::Null => "the null device runs no firmware".to_string(),
-        macuda_gsp::RmBackend::KernelModule => format!(
-            "GSP firmware is the kernel module's ({}): not ours to load or unload",
-            device
-                .driver_version
-                .as_deref()
-                .unwrap_or("unknown version")
-        ),
-    };
+    *sup.firmware_note.lock() = device.firmware.clone();
     *sup.teardown.lock() = gsp.teardown().map_err(|e| ("gsp", e.into()))?;
     let (memory, join) =
         macuda_memory::spawn(config("memory").map_err(at("memory"))?, &gsp, pci.clone())

@@ -4,7 +4,6 @@
 
 use crate::host::{Host, HostError};
 use macuda_core::ActorSnapshot;
-use macuda_gsp::RmBackend;
 use macuda_hw::class;
 use macuda_hw::pci::{offset, Command, Width};
 use macuda_submit::SubmitError;
@@ -57,10 +56,10 @@ fn if_able<T>(
 pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     let mut r = WorkloadReport::default();
 
-    let kernel_module = host.device().rm == RmBackend::KernelModule;
-    // pci: identification and the command register the boot set; through
-    // the kernel module, the module owns the function and we touch none.
-    if kernel_module {
+    // pci: identification and the command register the boot set; where
+    // another driver (NVIDIA's kernel module) owns the function, we touch
+    // none of it.
+    if !host.owns_function() {
         let d = host.device();
         r.steps.push(format!(
             "pci: NVIDIA's kernel module owns the function (no config access); RM names it {} {:04x}:{:04x}",
@@ -89,23 +88,26 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     }
     std::thread::sleep(pace);
 
-    // gsp: the object tree (the null RM's, in software), or the channels
-    // RM made for submit.
+    // gsp: the channels RM made for submit, and where the RM keeps its
+    // object tree in software (the null RM), an allocation through it.
     let info = host.call(|s| s.gsp.device_info())?;
-    if kernel_module {
-        let ch = host.call(|s| s.submit.channels())?;
+    let ch = host.call(|s| s.submit.channels())?;
+    let mut line = format!(
+        "gsp: {} MiB VRAM via {}; channel group {} with compute {:#06x} (token {:#x}) and copy {:#06x} (token {:#x}); {} GPCs x {} TPCs",
+        info.vram_bytes >> 20,
+        info.rm.describe(),
+        ch.group,
+        ch.compute.class,
+        ch.compute.token,
+        ch.copy.class,
+        ch.copy.token,
+        ch.gr.gpcs,
+        ch.gr.tpcs_per_gpc,
+    );
+    if host.call(|s| s.gsp.objects())?.is_empty() {
         let g = host.call(|s| s.gsp.stats())?;
-        r.steps.push(format!(
-            "gsp: {} MiB VRAM via {}; channel group {} with compute {:#06x} (token {:#x}) and copy {:#06x} (token {:#x}); {} GPCs x {} TPCs; {} MiB held through RM",
-            info.vram_bytes >> 20,
-            info.rm.describe(),
-            ch.group,
-            ch.compute.class,
-            ch.compute.token,
-            ch.copy.class,
-            ch.copy.token,
-            ch.gr.gpcs,
-            ch.gr.tpcs_per_gpc,
+        line.push_str(&format!(
+            "; {} MiB held through RM",
             g.rm_memory_bytes >> 20
         ));
     } else {
@@ -113,12 +115,11 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
         let mem_object = host.call(|s| s.gsp.alloc(device, class::NV01_MEMORY_LOCAL_USER))?;
         let live = host.call(|s| s.gsp.objects())?.len();
         let freed = host.call(|s| s.gsp.free(mem_object))?;
-        r.steps.push(format!(
-            "gsp: {live} RM objects with a memory object allocated, {freed} freed; {} MiB VRAM via {}",
-            info.vram_bytes >> 20,
-            info.rm.describe()
+        line.push_str(&format!(
+            "; {live} RM objects with a memory object allocated, {freed} freed"
         ));
     }
+    r.steps.push(line);
     std::thread::sleep(pace);
 
     // memory: device buffers of ggml-like sizes, some freed, pinned host.

@@ -1,7 +1,7 @@
 use crate::error::GspError;
 use crate::fault::ChannelFault;
 use crate::handle::ObjectHandle;
-use crate::info::{DeviceInfo, RmBackend, NULL_COMPUTE};
+use crate::info::{DeviceInfo, MemoryOwner, RmBackend, NULL_COMPUTE};
 use crate::kernel::{RmDriver, RmTeardown};
 use crate::module_rm::ModuleRm;
 use crate::null_rm::NullRm;
@@ -126,6 +126,8 @@ impl GspActor {
             vram_bytes,
             rm: RmBackend::Null,
             can,
+            memory: MemoryOwner::Ours,
+            firmware: "the null device runs no firmware".to_string(),
             client: base.client,
             device: base.device,
             subdevice: base.subdevice,

@@ -26,6 +26,17 @@ impl RmBackend {
     }
 }
 
+/// Who keeps the card's video memory and the GPU's page tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemoryOwner {
+    /// We do: our own VRAM allocator and page tables, the CPU reaching
+    /// video memory through the transport (the null card; bare metal).
+    Ours,
+    /// RM does: it allocates, and UVM maps at the addresses we choose (the
+    /// kernel module).
+    Rm,
+}
+
 /// What the rest of the stack needs to know about the opened device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceInfo {
@@ -36,6 +47,11 @@ pub struct DeviceInfo {
     /// What the device takes (memory access, DMA, submission): the layers
     /// above choose their path by it.
     pub can: Capabilities,
+    /// Who keeps video memory and page tables: the memory actor's backing.
+    pub memory: MemoryOwner,
+    /// What runs the GSP firmware, in the RM's words (for the device line
+    /// and crash reports).
+    pub firmware: String,
     /// Objects every later allocation hangs under.
     pub client: ObjectHandle,
     pub device: ObjectHandle,

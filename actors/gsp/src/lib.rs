@@ -27,7 +27,7 @@ pub use actor::{spawn, GspHandle, GspRequest, GspService, GspStats, RmChoice};
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};
 pub use handle::ObjectHandle;
-pub use info::{ComputeFacts, DeviceInfo, GrShape, RmBackend, NULL_COMPUTE};
+pub use info::{ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, NULL_COMPUTE};
 pub use kernel::RmTeardown;
 pub use objects::{ObjectTree, RmObject};
 pub use resources::{

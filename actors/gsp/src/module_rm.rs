@@ -4,7 +4,7 @@
 use crate::error::GspError;
 use crate::fault::{ChannelFault, MmuFault, SmError};
 use crate::handle::ObjectHandle;
-use crate::info::{ComputeFacts, DeviceInfo, GrShape, RmBackend, NULL_GR_SHAPE};
+use crate::info::{ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, NULL_GR_SHAPE};
 use crate::kernel::{
     self, ChannelGroup, ChannelObjects, GpuVaSpace, GrFacts, KernelRm, RingPlacement, RmDriver,
     RmTeardown, Usermode,
@@ -112,6 +112,11 @@ impl ModuleRm {
             // Memory through RM's mappings, DMA through pinned RM system
             // memory, submission through the channel's usermode doorbell.
             can: Capabilities::ALL,
+            memory: MemoryOwner::Rm,
+            firmware: format!(
+                "GSP firmware is the kernel module's ({}): not ours to load or unload",
+                identity.driver_version
+            ),
             client: ObjectHandle(rm.client()),
             device: ObjectHandle(rm.device()),
             subdevice: ObjectHandle(rm.subdevice()),

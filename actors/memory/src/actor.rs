@@ -2,7 +2,7 @@ use crate::error::MemoryError;
 use crate::range::RangeAllocator;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_gsp::kernel::{video_page, ALLOCATOR_VA_WINDOW};
-use macuda_gsp::{CpuView, GspHandle, ObjectHandle, RmBackend};
+use macuda_gsp::{CpuView, GspHandle, MemoryOwner, ObjectHandle};
 use macuda_hw::page;
 use macuda_pci::{DmaRegion, PciHandle};
 use serde::{Deserialize, Serialize};
@@ -436,8 +436,8 @@ pub fn spawn(
     pci: PciHandle,
 ) -> Result<(MemoryHandle, ActorJoin), MemoryError> {
     let info = gsp.device_info().map_err(MemoryError::Gsp)?;
-    let (backing, va, allocatable, va_space) = match info.rm {
-        RmBackend::Null => {
+    let (backing, va, allocatable, va_space) = match info.memory {
+        MemoryOwner::Ours => {
             let allocatable = info
                 .vram_bytes
                 .checked_sub(FIRMWARE_RESERVE_BYTES)
@@ -459,7 +459,7 @@ pub fn spawn(
             )
         }
         // RM keeps its own reserve: what it reports is what clients get.
-        RmBackend::KernelModule => (
+        MemoryOwner::Rm => (
             Backing::Rm,
             RangeAllocator::new(
                 ALLOCATOR_VA_WINDOW.start,
