@@ -1,25 +1,21 @@
 use crate::arena::{ArenaError, DescriptorArena};
 use crate::chain::OpenChain;
-use crate::command::{CommandRegion, CommandSpan};
-use crate::encode::{
-    qmd_bytes, Bank0Slot, DeviceFormat, KernelDesc, KernelTemplate, LaunchShape, CBANK0_ALIGN,
-    QMD_ALIGN,
-};
-use crate::error::{QueueMarks, SubmitError};
-use crate::events::{EventSlot, EventTable, Stamp};
+use crate::command::CommandRegion;
+use crate::encode::{qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate};
+use crate::error::SubmitError;
+use crate::events::{EventTable, Stamp};
 use crate::lane::{
     EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
 };
-use crate::local::{LocalMemory, LocalSize};
-use crate::pushbuf::PushBuffer;
+use crate::local::LocalMemory;
 use crate::queue::{Queue, QueueKind};
 use crate::records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};
+use crate::templates::TokenTemplates;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{actor_protocol, ActorFault, Severity, Waker};
 use macuda_gsp::{ChannelFault, ChannelSetup, Channels, Doorbell, GspHandle};
 use macuda_hw::gpfifo::ENTRY_BYTES;
-use macuda_hw::methods::{compute, host};
-use macuda_hw::push::{GpEntry, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT};
+use macuda_hw::push::USERD_BYTES;
 use macuda_hw::qmd::Qmd;
 use macuda_memory::{DeviceWindow, MemoryHandle};
 use macuda_pci::Capabilities;
@@ -27,8 +23,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+// The actor's jobs, each an `impl SubmitActor` of its own under this file,
+// which keeps the state and the dispatch of requests and the lane.
+mod binding;
+mod build;
+mod handover;
 /// Starting the actor; it builds the struct below, so it lives under it.
 pub(crate) mod setup;
+mod stamps;
+mod waits;
 
 /// How many submissions are kept.
 const KEEP_SUBMISSIONS: usize = 64;
@@ -78,47 +81,6 @@ actor_protocol! {
     ReopenChannels => fn reopen_channels() -> Channels;
     /// The channels the queues run on.
     ChannelInfo => fn channels() -> Channels;
-}
-
-/// Which kernel's bank-0 template each launch of the current and the last
-/// token left in the shadow. Descriptors restart at a standstill, so when a
-/// token repeats the last one launch for launch, launch k's slot still holds
-/// the template of the same kernel and only its changing words need writing.
-#[derive(Default)]
-struct TokenTemplates {
-    last: Vec<(KernelId, u64)>,
-    current: Vec<(KernelId, u64)>,
-    /// The current token has matched the last one so far, without wrapping.
-    aligned: bool,
-    /// The current token wrapped the region: its late launches overwrote
-    /// its early slots, so the next token cannot trust any of them.
-    wrapped: bool,
-}
-
-impl TokenTemplates {
-    /// Note a launch; whether its slot already holds the kernel's template.
-    fn place(&mut self, kernel: KernelId, offset: u64) -> bool {
-        let k = self.current.len();
-        if self.current.last().is_some_and(|&(_, prev)| offset < prev) {
-            // The region wrapped inside the token: later slots were
-            // overwritten by this token's own launches.
-            self.aligned = false;
-            self.wrapped = true;
-        }
-        self.aligned &= self.last.get(k) == Some(&(kernel, offset));
-        self.current.push((kernel, offset));
-        self.aligned
-    }
-
-    /// A standstill: the next token starts the region again.
-    fn standstill(&mut self) {
-        std::mem::swap(&mut self.last, &mut self.current);
-        self.current.clear();
-        if std::mem::take(&mut self.wrapped) {
-            self.last.clear();
-        }
-        self.aligned = true;
-    }
 }
 
 struct SubmitActor {
@@ -294,379 +256,6 @@ impl SubmitActor {
         }
     }
 
-    fn add_launch(
-        &mut self,
-        kernel: KernelId,
-        grid: &[u32; 3],
-        block: &[u32; 3],
-        dynamic_shared_bytes: u32,
-        params: &[u8],
-    ) -> Result<(), SubmitError> {
-        let t = self
-            .kernels
-            .get(kernel.0 as usize)
-            .ok_or(SubmitError::NoSuchKernel(kernel))?;
-        if grid.contains(&0) || block.contains(&0) {
-            return Err(SubmitError::EmptyLaunch {
-                grid: *grid,
-                block: *block,
-            });
-        }
-        if params.len() != t.desc.param_bytes as usize {
-            return Err(SubmitError::ParamBlockSize {
-                kernel: t.desc.name.clone(),
-                expected: t.desc.param_bytes,
-                given: params.len(),
-            });
-        }
-        let shape = LaunchShape {
-            grid: *grid,
-            block: *block,
-            dynamic_shared_bytes,
-        };
-        let cbank0_bytes = self.format.cbank0_bytes(&t.desc);
-        let cbank0_offset = self.reserve(cbank0_bytes, CBANK0_ALIGN)?;
-        let qmd_offset = self.reserve(self.format.qmd_bytes(), QMD_ALIGN)?;
-        let t = &self.kernels[kernel.0 as usize];
-        let mut qmd = self.chain.spare_or(self.format.qmd);
-        let (format, address) = (&self.format, self.descriptor_base + cbank0_offset);
-        let holds_template = self.tokens.place(kernel, cbank0_offset);
-        self.arena
-            .write_with(cbank0_offset, cbank0_bytes, |cbank0| {
-                format.launch(
-                    t,
-                    &shape,
-                    params,
-                    &mut qmd,
-                    Bank0Slot {
-                        address,
-                        bytes: cbank0,
-                        holds_template,
-                    },
-                )
-            })
-            .map_err(SubmitError::Arena)?
-            .map_err(SubmitError::Format)?;
-        // The previous launch now knows where to hand over to.
-        let address = self.descriptor_base + qmd_offset;
-        if let Some(mut prev) = self.chain.push(qmd_offset, address, qmd) {
-            self.format
-                .link_qmd(&mut prev.qmd, address)
-                .map_err(SubmitError::Format)?;
-            self.write_qmd(prev.qmd_offset, &prev.qmd)?;
-            self.chain.recycle(prev.qmd);
-        }
-        self.stats.launches += 1;
-        self.stats.param_bytes += params.len() as u64;
-        if self.chain.len() >= self.config.chain_depth {
-            self.flush_chain()?;
-        }
-        Ok(())
-    }
-
-    fn reserve(&mut self, len: u64, align: u64) -> Result<u64, SubmitError> {
-        match self.arena.reserve(len, align) {
-            Ok(o) => Ok(o),
-            Err(ArenaError::Busy { value, .. }) => {
-                // The region wrapped onto work still in flight: wait for it.
-                self.wait_compute(value)?;
-                self.arena.retire(value);
-                self.arena.reserve(len, align).map_err(SubmitError::Arena)
-            }
-            Err(e) => Err(SubmitError::Arena(e)),
-        }
-    }
-
-    fn write_qmd(&mut self, offset: u64, qmd: &Qmd) -> Result<(), SubmitError> {
-        let len = self.format.qmd_bytes();
-        self.arena
-            .write_with(offset, len, |out| {
-                qmd_bytes(qmd, out);
-                Ok::<(), SubmitError>(())
-            })
-            .map_err(SubmitError::Arena)?
-    }
-
-    /// Close the open chain: release the compute timeline at its tail only,
-    /// deliver the descriptors, then launch its head behind that delivery.
-    fn flush_chain(&mut self) -> Result<(), SubmitError> {
-        let started = Instant::now();
-        let wait_before = self.wait_ns;
-        let r = self.flush_chain_timed();
-        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.flush_ns += spent.saturating_sub(self.wait_ns - wait_before);
-        r
-    }
-
-    fn flush_chain_timed(&mut self) -> Result<(), SubmitError> {
-        let Some((mut tail, head)) = self.chain.close()? else {
-            return Ok(());
-        };
-        self.compute.issued += 1;
-        let value = self.compute.issued;
-        self.format
-            .release_qmd(&mut tail.qmd, self.compute.timeline.address, value)
-            .map_err(SubmitError::Format)?;
-        self.write_qmd(tail.qmd_offset, &tail.qmd)?;
-        self.stats.chains += 1;
-        self.stats.flushes += 1;
-
-        // Deliver: shadow -> mirror (host), mirror -> video memory (copy
-        // engine), then a copy-queue release the compute queue waits for.
-        self.chain_flush = Some("delivering a chain's descriptors");
-        let delivered = self.deliver(value);
-        self.chain_flush = None;
-        let copy_value = delivered?;
-        self.compute_waits_for_copy = Some(copy_value);
-        let mut pb = std::mem::take(&mut self.compute.pending);
-        if let Some(v) = self.compute_waits_for_copy.take() {
-            pb.host_semaphore(self.copy.timeline.address, v, true)
-                .map_err(SubmitError::Format)?;
-        }
-        // Grids launched by separate SEND_PCAS run side by side: the head of
-        // this chain waits for the last chain's tail release, or the two
-        // overlap (on the H200, four chains of 32 dependent launches came
-        // out wrong without this wait).
-        if value > 1 {
-            pb.host_semaphore(self.compute.timeline.address, value - 1, true)
-                .map_err(SubmitError::Format)?;
-        }
-        if std::mem::take(&mut self.caches_stale) {
-            pb.invalidate_shader_caches().map_err(SubmitError::Format)?;
-        }
-        pb.launch_qmd(head).map_err(SubmitError::Format)?;
-        self.submit_compute(pb)
-    }
-
-    fn deliver(&mut self, retire_at: u64) -> Result<u64, SubmitError> {
-        let plan = self.arena.flush(retire_at);
-        self.stats.descriptor_bytes += plan.payload_bytes;
-        self.stats.descriptor_patches += plan.patches.len() as u64;
-        let mut pb = std::mem::take(&mut self.copy.pending);
-        for p in &plan.patches {
-            pb.copy(
-                self.mirror_va + p.offset,
-                0,
-                self.descriptor_base + p.offset,
-                0,
-                p.len,
-                1,
-                None,
-            )
-            .map_err(SubmitError::Format)?;
-        }
-        self.copy.issued += 1;
-        let v = self.copy.issued;
-        pb.host_semaphore(self.copy.timeline.address, v, false)
-            .map_err(SubmitError::Format)?;
-        self.submit(QueueKind::Copy, pb)?;
-        Ok(v)
-    }
-
-    /// The only way work reaches the compute queue.
-    fn submit_compute(&mut self, pb: PushBuffer) -> Result<(), SubmitError> {
-        compute_allowed(self.chain_flush)?;
-        self.submit(QueueKind::Compute, pb)
-    }
-
-    fn submit(&mut self, kind: QueueKind, pb: PushBuffer) -> Result<(), SubmitError> {
-        if pb.is_empty() {
-            return Ok(());
-        }
-        let len = pb.bytes();
-        let at = self.commands.place(len)?;
-        while let Some((queue, value)) = self.commands.blocker(at, len) {
-            // The region wrapped onto a push buffer not yet run: wait for it.
-            let done = self.wait_timeline(queue, value)?;
-            self.commands.retire(queue, done);
-        }
-        self.stats.command_bytes += len;
-        // CAST: a push buffer is far below 2^21 dwords.
-        let entry =
-            GpEntry::subroutine(at, pb.words().len() as u32).map_err(SubmitError::Format)?;
-        let patience = self.config.sync_timeout;
-        // A full ring waits for the engine: that time is the GPU's.
-        let waiting_since = (self.queue(kind).ring.free() == 0).then(Instant::now);
-        let (q, gsp, fault) = self.queue_and_fault(kind);
-        let (entry_address, put) = q.claim_entry(patience, |deep| latch_fault(gsp, fault, deep))?;
-        let (userd, issued, name, token) = (q.userd, q.issued, q.name, q.token);
-        if let Some(started) = waiting_since {
-            self.note_wait(started);
-        }
-        self.commands.in_flight.push_back(CommandSpan {
-            start: at,
-            end: at + len,
-            queue: kind,
-            value: issued,
-        });
-        if self.can.video_memory {
-            // The push buffer, then the entry naming it, then GP_PUT past
-            // the entry: each in place before the next makes it reachable
-            // (the doorbell fences before it rings).
-            let bytes: Vec<u8> = pb.words().iter().flat_map(|w| w.to_le_bytes()).collect();
-            self.write_device(at, bytes)?;
-            self.write_device(entry_address, entry.encode().to_le_bytes().to_vec())?;
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            self.write_device(userd + USERD_GP_PUT, put.to_le_bytes().to_vec())?;
-        }
-        self.stats.gp_entries += 1;
-        if self.recent.len() == KEEP_SUBMISSIONS {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(Submission {
-            queue: name.to_string(),
-            address: at,
-            gp_entry: entry.encode(),
-            gp_entry_address: entry_address,
-            gp_put: put,
-            userd_address: userd,
-            words: pb.words().to_vec(),
-        });
-        if !self.can.submission {
-            // Queuing goes on; the work is counted and handed to nothing.
-            self.forget_queued(kind);
-            self.declined_since_sync = true;
-            return Ok(());
-        }
-        self.doorbell.ring(token).map_err(|e| {
-            self.forget_queued(kind);
-            SubmitError::from_gsp(e)
-        })
-    }
-
-    /// Nothing reached the engine: forget what was queued for it; none of
-    /// its descriptors are in flight, and every value issued so far will
-    /// never be written.
-    fn forget_queued(&mut self, kind: QueueKind) {
-        self.stats.refused_submissions += 1;
-        self.arena.retire(u64::MAX);
-        self.dropped_through = self.compute.issued;
-        self.copy_dropped_through = self.copy.issued;
-        self.queue_mut(kind).forget_in_flight();
-        self.commands.in_flight.clear();
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn queue_copy(
-        &mut self,
-        src: u64,
-        src_pitch: u64,
-        dst: u64,
-        dst_pitch: u64,
-        width: u64,
-        height: u64,
-        fill: Option<u32>,
-    ) -> Result<(), SubmitError> {
-        // Stream order: the copy follows the kernels queued before it.
-        self.flush_chain_keep_going()?;
-        if self.compute.issued > 0 {
-            let v = self.compute.issued;
-            self.copy
-                .pending
-                .host_semaphore(self.compute.timeline.address, v, true)
-                .map_err(SubmitError::Format)?;
-        }
-        self.copy
-            .pending
-            .copy(src, src_pitch, dst, dst_pitch, width, height, fill)
-            .map_err(SubmitError::Format)?;
-        if fill.is_some() {
-            self.stats.fills += 1;
-        } else {
-            self.stats.copies += 1;
-        }
-        // ... and the kernels queued after it wait for it.
-        self.copy.issued += 1;
-        let v = self.copy.issued;
-        let mut pb = std::mem::take(&mut self.copy.pending);
-        pb.host_semaphore(self.copy.timeline.address, v, false)
-            .map_err(SubmitError::Format)?;
-        self.compute_waits_for_copy = Some(v);
-        self.submit(QueueKind::Copy, pb)
-    }
-
-    /// Flush the chain unless a fatal failure waits to be reported (what
-    /// the device declines is remembered for the next sync point, so
-    /// queuing goes on).
-    fn flush_chain_keep_going(&mut self) -> Result<(), SubmitError> {
-        if self.broken() {
-            return Ok(());
-        }
-        self.flush_chain()
-    }
-
-    fn record_event(&mut self, event: EventId, timed: bool) -> Result<(), SubmitError> {
-        self.flush_chain_keep_going()?;
-        self.live_event(event)?;
-        let stamp = if timed {
-            Some(self.stamp(event)?)
-        } else {
-            None
-        };
-        let record = (self.compute.issued, self.copy.issued);
-        self.events.record(event, record, stamp)?;
-        self.stats.events += 1;
-        Ok(())
-    }
-
-    fn live_event(&self, event: EventId) -> Result<&EventSlot, SubmitError> {
-        self.events.live(event)
-    }
-
-    fn stamp_address(&self, event: EventId) -> u64 {
-        self.compute.timeline.address + STAMPS_OFFSET + u64::from(event.0) * STAMP_BYTES
-    }
-
-    /// A compute-queue push buffer that waits for everything queued so far
-    /// (kernels and copies), then releases a fresh timeline value into the
-    /// event's slot with the engine's clock, then on the timeline.
-    fn stamp(&mut self, event: EventId) -> Result<Stamp, SubmitError> {
-        if event.0 >= TIMED_EVENTS {
-            return Err(SubmitError::UntimedEvent {
-                event,
-                limit: TIMED_EVENTS,
-            });
-        }
-        let host = Stamp::Host {
-            ns: u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-        };
-        // A device that runs nothing stamps nothing: the host's clock it is.
-        if self.broken() || !self.can.submission {
-            return Ok(host);
-        }
-        let mut pb = std::mem::take(&mut self.compute.pending);
-        if let Some(v) = self.compute_waits_for_copy.take() {
-            pb.host_semaphore(self.copy.timeline.address, v, true)
-                .map_err(SubmitError::Format)?;
-        }
-        if self.compute.issued > 0 {
-            pb.host_semaphore(self.compute.timeline.address, self.compute.issued, true)
-                .map_err(SubmitError::Format)?;
-        }
-        self.compute.issued += 1;
-        let value = self.compute.issued;
-        pb.stamped_release(self.stamp_address(event), value)
-            .map_err(SubmitError::Format)?;
-        pb.host_semaphore(self.compute.timeline.address, value, false)
-            .map_err(SubmitError::Format)?;
-        self.submit_compute(pb)?;
-        Ok(Stamp::Gpu { value })
-    }
-
-    /// Read `len` bytes the engines write (semaphores, stamps).
-    fn read_engine_memory(&mut self, address: u64, len: u64) -> Result<Vec<u8>, SubmitError> {
-        if let Some((w, off)) = self.window(address, len) {
-            let mut out = vec![0u8; len as usize];
-            w.view
-                .read(off, &mut out)
-                .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)))?;
-            return Ok(out);
-        }
-        self.memory
-            .read_device(address, len)
-            .map_err(SubmitError::Memory)
-    }
-
     fn queue(&self, kind: QueueKind) -> &Queue {
         match kind {
             QueueKind::Compute => &self.compute,
@@ -681,16 +270,20 @@ impl SubmitActor {
         }
     }
 
-    /// The value a queue's timeline semaphore holds: what the GPU wrote.
-    fn completed(&self, q: QueueKind) -> Result<u64, SubmitError> {
-        self.queue(q).timeline.completed()
-    }
-
     /// The CPU view holding `[address, address + len)`, and its offset there.
     fn window(&self, address: u64, len: u64) -> Option<(&DeviceWindow, u64)> {
         self.windows
             .iter()
             .find_map(|w| w.offset_of(address, len).map(|o| (w, o)))
+    }
+    fn write_qmd(&mut self, offset: u64, qmd: &Qmd) -> Result<(), SubmitError> {
+        let len = self.format.qmd_bytes();
+        self.arena
+            .write_with(offset, len, |out| {
+                qmd_bytes(qmd, out);
+                Ok::<(), SubmitError>(())
+            })
+            .map_err(SubmitError::Arena)?
     }
 
     fn write_device(&self, address: u64, bytes: Vec<u8>) -> Result<(), SubmitError> {
@@ -703,114 +296,6 @@ impl SubmitActor {
         self.memory
             .write_device(address, bytes)
             .map_err(SubmitError::Memory)
-    }
-
-    fn wait_compute(&mut self, value: u64) -> Result<(), SubmitError> {
-        // Work the device declined is not outstanding: nothing to wait for.
-        if value <= self.dropped_through {
-            return Ok(());
-        }
-        self.wait_timeline(QueueKind::Compute, value).map(|_| ())
-    }
-
-    /// Wait until a queue's timeline reaches `value`; returns what it read.
-    /// While it waits it asks RM, now and then, whether the channels were
-    /// removed: a faulted channel never releases, and the fault names why.
-    fn wait_timeline(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
-        let started = Instant::now();
-        let r = self.wait_timeline_untimed(kind, value);
-        self.note_wait(started);
-        r
-    }
-
-    fn note_wait(&mut self, started: Instant) {
-        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.wait_ns += spent;
-    }
-
-    fn wait_timeline_untimed(&mut self, kind: QueueKind, value: u64) -> Result<u64, SubmitError> {
-        let patience = self.config.sync_timeout;
-        let (q, gsp, fault) = self.queue_and_fault(kind);
-        let mut r = q.timeline.wait(q.name, value, patience, |deep| {
-            latch_fault(gsp, fault, deep)
-        });
-        if let Err(SubmitError::Stuck { queues, .. }) = &mut r {
-            *queues = self.queue_marks();
-        }
-        r
-    }
-
-    /// Both queues as they stand (a timeline that cannot be read shows 0).
-    fn queue_marks(&self) -> QueueMarks {
-        QueueMarks {
-            compute_reached: self.compute.timeline.completed().unwrap_or(0),
-            compute_issued: self.compute.issued,
-            copy_reached: self.copy.timeline.completed().unwrap_or(0),
-            copy_issued: self.copy.issued,
-        }
-    }
-
-    /// One queue beside what a wait on it checks for faults with: split
-    /// borrows of the actor.
-    fn queue_and_fault(
-        &mut self,
-        kind: QueueKind,
-    ) -> (&mut Queue, &GspHandle, &mut Option<Box<ChannelFault>>) {
-        let SubmitActor {
-            compute,
-            copy,
-            gsp,
-            fault,
-            ..
-        } = self;
-        let q = match kind {
-            QueueKind::Compute => compute,
-            QueueKind::Copy => copy,
-        };
-        (q, gsp, fault)
-    }
-
-    /// At a sync point: report lane work that failed since the last one,
-    /// and start the next token over when nothing of this one is in flight.
-    fn at_sync_point(&mut self) -> Result<(), SubmitError> {
-        let failure = self.failure.take();
-        if failure.is_some() || std::mem::take(&mut self.declined_since_sync) {
-            self.arena.standstill();
-            self.tokens.standstill();
-            self.compute_waits_for_copy = None;
-        }
-        failure.map_or(Ok(()), Err)
-    }
-}
-
-/// What RM reported against the channels, latched: once faulted, the
-/// queues stay stopped until they are reopened.
-fn latch_fault(
-    gsp: &GspHandle,
-    fault: &mut Option<Box<ChannelFault>>,
-    deep: bool,
-) -> Result<(), SubmitError> {
-    if let Some(f) = fault {
-        return Err(SubmitError::ChannelFault(f.clone()));
-    }
-    match gsp.channel_fault(deep) {
-        Ok(Some(f)) => {
-            tracing::error!(fault = %f, "RM reported a channel fault");
-            let f = Box::new(f);
-            *fault = Some(f.clone());
-            Err(SubmitError::ChannelFault(f))
-        }
-        Ok(None) => Ok(()),
-        Err(e) => Err(SubmitError::Gsp(e)),
-    }
-}
-
-/// The runtime invariant: no compute submission while a chain's
-/// descriptors are being delivered.
-fn compute_allowed(chain_flush: Option<&'static str>) -> Result<(), SubmitError> {
-    match chain_flush {
-        Some(reason) => Err(SubmitError::ComputeInsideChainFlush { reason }),
-        None => Ok(()),
     }
 }
 
@@ -1071,82 +556,6 @@ impl SubmitService for SubmitActor {
     }
 }
 
-impl SubmitActor {
-    /// What a fresh channel needs before its first work: the engine
-    /// objects bound on their subchannels, and the compute channel's
-    /// shared and local windows.
-    fn prologue(&mut self) -> Result<(), SubmitError> {
-        let (shared, local) = self.format.windows;
-        self.compute
-            .pending
-            .bind_compute(self.channels.compute.class, shared, local)
-            .map_err(SubmitError::Format)?;
-        self.copy
-            .pending
-            .method(
-                SUBCHANNEL_COPY,
-                host::SET_OBJECT::BYTE_OFFSET,
-                host::SET_OBJECT::NVCLASS.set(0, self.channels.copy.class),
-            )
-            .map_err(SubmitError::Format)?;
-        if !self.local.buffers.is_empty() {
-            // A reopened channel gets the local memory the old one had.
-            let per_thread = std::mem::take(&mut self.local.per_thread);
-            self.cover_local(per_thread)?;
-        }
-        self.caches_stale = true;
-        Ok(())
-    }
-
-    /// Make the channel's shader local memory cover `per_thread` bytes a
-    /// thread: a buffer for every TPC slot the engine has, then the
-    /// methods naming it, ahead of the next launch.
-    fn cover_local(&mut self, per_thread: u32) -> Result<(), SubmitError> {
-        if per_thread <= self.local.per_thread {
-            return Ok(());
-        }
-        let LocalSize {
-            per_thread,
-            per_tpc,
-            total,
-        } = LocalSize::for_threads(per_thread, self.channels.gr);
-        let buffer = self
-            .memory
-            .alloc_device(total)
-            .map_err(SubmitError::Memory)?;
-        let pb = &mut self.compute.pending;
-        let m = |pb: &mut PushBuffer, method: u32, value: u32| {
-            pb.method(SUBCHANNEL_COMPUTE, method, value)
-                .map_err(SubmitError::Format)
-        };
-        // CAST: the two halves of an address and of a size.
-        m(
-            pb,
-            compute::SET_SHADER_LOCAL_MEMORY_A::BYTE_OFFSET,
-            (buffer.va >> 32) as u32,
-        )?;
-        m(
-            pb,
-            compute::SET_SHADER_LOCAL_MEMORY_B::BYTE_OFFSET,
-            buffer.va as u32,
-        )?;
-        m(
-            pb,
-            compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A::BYTE_OFFSET,
-            (per_tpc >> 32) as u32,
-        )?;
-        m(
-            pb,
-            compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B::BYTE_OFFSET,
-            per_tpc as u32,
-        )?;
-        tracing::debug!(per_thread, per_tpc, total, "shader local memory");
-        self.local.per_thread = per_thread;
-        self.local.buffers.push(buffer);
-        Ok(())
-    }
-}
-
 /// Make a lane launch record.
 pub fn lane_launch(stream: StreamId, launch: &LaunchRecord) -> LaneLaunch {
     LaneLaunch {
@@ -1156,78 +565,5 @@ pub fn lane_launch(stream: StreamId, launch: &LaunchRecord) -> LaneLaunch {
         block: launch.block,
         dynamic_shared_bytes: launch.dynamic_shared_bytes,
         params: ParamBlock::new(&launch.params),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn compute_work_inside_a_chain_flush_is_refused_with_the_reason() {
-        let err = compute_allowed(Some("delivering a chain's descriptors")).unwrap_err();
-        assert!(matches!(err, SubmitError::ComputeInsideChainFlush { .. }));
-        assert!(err.to_string().contains("delivering a chain's descriptors"));
-        assert!(compute_allowed(None).is_ok());
-    }
-
-    #[test]
-    fn the_command_region_wraps_only_onto_push_buffers_that_ran() {
-        let mut r = CommandRegion {
-            base: 0x1000,
-            bytes: 256,
-            cursor: 0,
-            in_flight: std::collections::VecDeque::new(),
-        };
-        for (queue, value) in [(QueueKind::Copy, 1), (QueueKind::Compute, 1)] {
-            let at = r.place(100).unwrap();
-            r.in_flight.push_back(CommandSpan {
-                start: at,
-                end: at + 100,
-                queue,
-                value,
-            });
-        }
-        let at = r.place(100).unwrap();
-        assert_eq!(at, 0x1000, "wrapped");
-        assert_eq!(r.blocker(at, 100), Some((QueueKind::Copy, 1)));
-        r.retire(QueueKind::Compute, 5);
-        assert_eq!(
-            r.blocker(at, 100),
-            Some((QueueKind::Copy, 1)),
-            "other queue"
-        );
-        r.retire(QueueKind::Copy, 1);
-        assert_eq!(r.blocker(at, 100), None);
-        assert!(r.place(300).is_err(), "larger than the region");
-    }
-
-    #[test]
-    fn a_repeated_token_reuses_templates_until_it_diverges() {
-        let (a, b) = (KernelId(0), KernelId(1));
-        let mut t = TokenTemplates::default();
-        t.standstill();
-        assert!(!t.place(a, 0), "first token: nothing written before");
-        assert!(!t.place(b, 512));
-        t.standstill();
-        assert!(t.place(a, 0));
-        assert!(t.place(b, 512));
-        t.standstill();
-        assert!(t.place(a, 0));
-        assert!(!t.place(a, 512), "another kernel held this slot");
-        assert!(!t.place(b, 1024), "no trust after a divergence");
-    }
-
-    #[test]
-    fn a_token_that_wrapped_leaves_nothing_to_reuse() {
-        let (a, b) = (KernelId(0), KernelId(1));
-        let mut t = TokenTemplates::default();
-        t.standstill();
-        t.place(a, 0);
-        t.place(b, 512);
-        // Wraps: b's launch overwrote slot 0 after a's launch wrote it.
-        t.place(b, 0);
-        t.standstill();
-        assert!(!t.place(a, 0), "slot 0 last held b's template");
     }
 }

@@ -91,4 +91,35 @@ mod tests {
             Err(SubmitError::CommandTooLarge { bytes: 257 })
         ));
     }
+
+    #[test]
+    fn the_region_wraps_only_onto_push_buffers_both_queues_ran() {
+        let mut r = CommandRegion {
+            base: 0x1000,
+            bytes: 256,
+            cursor: 0,
+            in_flight: std::collections::VecDeque::new(),
+        };
+        for (queue, value) in [(QueueKind::Copy, 1), (QueueKind::Compute, 1)] {
+            let at = r.place(100).unwrap();
+            r.in_flight.push_back(CommandSpan {
+                start: at,
+                end: at + 100,
+                queue,
+                value,
+            });
+        }
+        let at = r.place(100).unwrap();
+        assert_eq!(at, 0x1000, "wrapped");
+        assert_eq!(r.blocker(at, 100), Some((QueueKind::Copy, 1)));
+        r.retire(QueueKind::Compute, 5);
+        assert_eq!(
+            r.blocker(at, 100),
+            Some((QueueKind::Copy, 1)),
+            "other queue"
+        );
+        r.retire(QueueKind::Copy, 1);
+        assert_eq!(r.blocker(at, 100), None);
+        assert!(r.place(300).is_err(), "larger than the region");
+    }
 }

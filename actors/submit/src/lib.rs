@@ -30,6 +30,7 @@ pub mod pushbuf;
 mod queue;
 mod records;
 pub mod ring;
+mod templates;
 mod timeline;
 
 pub use actor::setup::spawn;

@@ -2,10 +2,7 @@
 //! windows it streams into, the descriptor mirror, the channels' rings,
 //! and the spawn that puts them together and clears what the GPU reads.
 
-use super::{
-    SubmitActor, SubmitHandle, SubmitRequest, TokenTemplates, COPY_SEMAPHORE_OFFSET,
-    SEMAPHORE_BYTES,
-};
+use super::{SubmitActor, SubmitHandle, SubmitRequest, COPY_SEMAPHORE_OFFSET, SEMAPHORE_BYTES};
 use crate::arena::{DescriptorArena, MirrorStore};
 use crate::chain::OpenChain;
 use crate::command::{CommandRegion, COMMAND_BYTES};
@@ -18,6 +15,7 @@ use crate::pushbuf::PushBuffer;
 use crate::queue::Queue;
 use crate::records::{SubmitConfig, SubmitStats};
 use crate::ring::GpFifoRing;
+use crate::templates::TokenTemplates;
 use crate::timeline::Timeline;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx};
