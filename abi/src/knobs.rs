@@ -18,6 +18,10 @@
 //!   queue's timeline standing still before it calls the queue stuck
 //!   (`cudaErrorLaunchTimeout`; the submit actor's default otherwise), to
 //!   tell a queue a loaded GPU runs slowly from one that never moves.
+//! - `MACUDA_COPY_ENGINE=N|compute`: the copy channel in a channel group
+//!   of its own on copy engine N (`NV2080_ENGINE_TYPE_COPYn`, as CUDA
+//!   places its copies), or in the compute channel's group (`compute`, the
+//!   default), to compare how copies fare on a GPU many processes share.
 //! - `MACUDA_LOG=FILTER` (as for the `macuda` command): the stack's log on
 //!   stderr, e.g. why a `cudaMalloc` was refused (`warn`, the least that
 //!   says it).
@@ -32,6 +36,7 @@ use std::ffi::OsString;
 pub const CHAIN_DEPTH: &str = "MACUDA_CHAIN_DEPTH";
 pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
 pub const SYNC_PATIENCE: &str = "MACUDA_SYNC_PATIENCE";
+pub const COPY_ENGINE: &str = "MACUDA_COPY_ENGINE";
 pub const LOG: &str = "MACUDA_LOG";
 pub const INJECT: &str = "MACUDA_INJECT";
 pub const INJECT_GPU_FAULT: &str = "MACUDA_INJECT_GPU_FAULT";
@@ -65,6 +70,7 @@ pub struct Knobs {
     pub chain_depth: Option<usize>,
     pub sync_launches: bool,
     pub sync_patience: Option<std::time::Duration>,
+    pub copy_placement: Option<macuda_gsp::CopyPlacement>,
     pub inject: Option<InjectSpec>,
     /// The launch (1-based) that is made to fault.
     pub gpu_fault_at: Option<u64>,
@@ -114,6 +120,22 @@ impl Knobs {
             .map(|d| usize::try_from(d).unwrap_or(usize::MAX));
         let sync_patience = positive(SYNC_PATIENCE, "a whole number of seconds, at least 1")?
             .map(std::time::Duration::from_secs);
+        let copy_placement = match text(COPY_ENGINE) {
+            None => None,
+            Some(v) => Some(match v.trim() {
+                "compute" => macuda_gsp::CopyPlacement::ComputeGroup,
+                n => n
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|&n| usize::from(n) < macuda_hw::rm::ENGINE_TYPE_COPY.len())
+                    .map(macuda_gsp::CopyPlacement::CopyEngine)
+                    .ok_or(KnobError {
+                        name: COPY_ENGINE,
+                        value: v,
+                        expected: "a copy engine's number, 0 to 9, or compute",
+                    })?,
+            }),
+        };
         let sync_launches = match text(SYNC_LAUNCHES).as_deref().map(str::trim) {
             None | Some("" | "0") => false,
             Some("1") => true,
@@ -141,6 +163,7 @@ impl Knobs {
             chain_depth,
             sync_launches,
             sync_patience,
+            copy_placement,
             inject,
             gpu_fault_at,
         })
@@ -228,6 +251,30 @@ mod tests {
         for bad in ["0", "ten", "-5"] {
             let e = knobs(&[(SYNC_PATIENCE, bad)]).unwrap_err();
             assert_eq!((e.name, e.value.as_str()), (SYNC_PATIENCE, bad));
+        }
+    }
+
+    #[test]
+    fn the_copy_engine_reaches_the_submit_actors_config_and_a_bad_one_is_named() {
+        use macuda_gsp::CopyPlacement;
+        let spec = macuda_pci::DeviceSpec::Null;
+        let placed = |v: &str| {
+            let k = knobs(&[(COPY_ENGINE, v)]).unwrap();
+            crate::runtime::host_config(spec.clone(), &k)
+                .submit
+                .copy_placement
+        };
+        assert_eq!(placed("2"), CopyPlacement::CopyEngine(2));
+        assert_eq!(placed("compute"), CopyPlacement::ComputeGroup);
+        assert_eq!(
+            crate::runtime::host_config(spec.clone(), &Knobs::default())
+                .submit
+                .copy_placement,
+            CopyPlacement::ComputeGroup
+        );
+        for bad in ["10", "lce", "-1", ""] {
+            let e = knobs(&[(COPY_ENGINE, bad)]).unwrap_err();
+            assert_eq!((e.name, e.value.as_str()), (COPY_ENGINE, bad));
         }
     }
 

@@ -107,7 +107,8 @@ fn chosen_device() -> Result<DeviceSpec, CudaError> {
 
 /// The Host config the runtime uses for `spec`: the null card keeps its
 /// memory (so copies and memsets work), Ctrl-C stays the program's, and
-/// the knobs' chain depth, sync patience and injected fault apply.
+/// the knobs' chain depth, sync patience, copy placement and injected
+/// fault apply.
 pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     let mut config = HostConfig::new(spec.clone());
     config.deadline = DEADLINE;
@@ -116,6 +117,9 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     }
     if let Some(patience) = knobs.sync_patience {
         config.submit.sync_timeout = patience;
+    }
+    if let Some(placement) = knobs.copy_placement {
+        config.submit.copy_placement = placement;
     }
     if let Some(spec) = &knobs.inject {
         spec.install(&config.faults);

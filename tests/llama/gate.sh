@@ -16,6 +16,9 @@
 #        ops-depth64    ours with MACUDA_CHAIN_DEPTH=64 (stock reused;
 #                       128 is the default, the ops part)
 #        ops-sync       ours with MACUDA_SYNC_LAUNCHES=1 (stock reused)
+#        ops-copyengine ours with MACUDA_COPY_ENGINE=2: the copy channel in
+#                       a group of its own on copy engine 2, as CUDA
+#                       places its copies (stock reused; not by default)
 #        decode         greedy text byte-compared (decode.sh)
 #        bench          llama-bench pp512 / tg128 ratios (bench.sh)
 #        fault          llama-simple with the submit actor failing under it
@@ -183,7 +186,7 @@ if [[ $parts == *" ops-nographs "* ]]; then
   BOTH_ENV=GGML_CUDA_DISABLE_GRAPHS=1 ops_start "test-backend-ops, graphs off" "$out/ops-nographs"
 fi
 variants=()
-for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 sync:MACUDA_SYNC_LAUNCHES=1; do
+for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 sync:MACUDA_SYNC_LAUNCHES=1 copyengine:MACUDA_COPY_ENGINE=2; do
   [[ $parts == *" ops-${v%%:*} "* ]] && variants+=("$v")
 done
 if [ ${#variants[@]} -gt 0 ]; then

@@ -127,6 +127,10 @@ pub struct FakeChannel {
 /// One channel group.
 #[derive(Clone, Debug, Default)]
 pub struct FakeGroup {
+    /// `NV2080_ENGINE_TYPE_*` the group was made on.
+    pub engine_type: u32,
+    /// The VA space the group names (a copy-engine group names one itself).
+    pub va_space: u32,
     pub notifier: u32,
     pub scheduled: bool,
     /// RM removed it (an Xid): nothing of it runs again.
@@ -788,6 +792,14 @@ fn parameterless(class: u32) -> bool {
     )
 }
 
+/// A copy engine's class, the only kind a channel on a copy engine takes.
+fn copy_class(class: u32) -> bool {
+    matches!(
+        class,
+        copy::HOPPER_DMA_COPY_A | copy::BLACKWELL_DMA_COPY_A | copy::BLACKWELL_DMA_COPY_B
+    )
+}
+
 const USERMODE_BYTES: usize = 64 << 10;
 
 impl FakeNode {
@@ -829,11 +841,31 @@ impl FakeNode {
                 unsafe { give(p, params) };
             }
             class::KEPLER_CHANNEL_GROUP_A if sized(std::mem::size_of::<ChannelGroupAlloc>()) => {
-                m.groups.insert(h, FakeGroup::default());
+                // SAFETY: the size was checked.
+                let params: ChannelGroupAlloc = unsafe { take(p) };
+                // RM takes a group only on an engine it has a runlist for.
+                let copy = rm::ENGINE_TYPE_COPY.contains(&params.engine_type);
+                if params.engine_type != rm::ENGINE_TYPE_GR0 && !copy {
+                    return INVALID_ARGUMENT;
+                }
+                m.groups.insert(
+                    h,
+                    FakeGroup {
+                        engine_type: params.engine_type,
+                        va_space: params.h_va_space,
+                        ..FakeGroup::default()
+                    },
+                );
             }
             class::FERMI_CONTEXT_SHARE_A if sized(std::mem::size_of::<CtxShareAlloc>()) => {
                 if parent_class != class::KEPLER_CHANNEL_GROUP_A {
                     return rm::status::INVALID_OBJECT_PARENT;
+                }
+                // Subcontexts are the graphics engine's.
+                if m.groups.get(&a.h_object_parent).map(|g| g.engine_type)
+                    != Some(rm::ENGINE_TYPE_GR0)
+                {
+                    return INVALID_ARGUMENT;
                 }
             }
             c @ (host::HOPPER_CHANNEL_GPFIFO_A | host::BLACKWELL_CHANNEL_GPFIFO_A)
@@ -891,10 +923,20 @@ impl FakeNode {
                 if c == usermode::HOPPER_USERMODE_A || c == usermode::BLACKWELL_USERMODE_A {
                     m.memory.insert(h, Backing::owned(USERMODE_BYTES));
                 } else {
-                    let Some(ch) = m.channels.get_mut(&a.h_object_parent) else {
+                    let Some(ch) = m.channels.get(&a.h_object_parent) else {
                         return rm::status::INVALID_OBJECT_PARENT;
                     };
-                    ch.engine_class = Some(c);
+                    // A copy engine's runlist runs no compute class.
+                    let on_copy_engine = m
+                        .groups
+                        .get(&ch.group)
+                        .is_some_and(|g| g.engine_type != rm::ENGINE_TYPE_GR0);
+                    if on_copy_engine && !copy_class(c) {
+                        return rm::status::INVALID_CLASS;
+                    }
+                    if let Some(ch) = m.channels.get_mut(&a.h_object_parent) {
+                        ch.engine_class = Some(c);
+                    }
                 }
             }
             class::NV01_DEVICE_0

@@ -4,12 +4,12 @@
 //! walks and records, copies that move real bytes, channel faults reported
 //! by Xid and debugger, and reopened channels that run again.
 
-use macuda_gsp::RmBackend;
-use macuda_hw::rm::{MmuFaultEntry, SmErrorState};
+use macuda_gsp::{CopyPlacement, RmBackend};
+use macuda_hw::rm::{self, MmuFaultEntry, SmErrorState};
 use macuda_submit::{LaneItem, LaunchRecord, SubmitError};
 use macuda_supervisor::{Host, HostError};
 use macuda_tests::direct_rm::DirectPath;
-use macuda_tests::fake_rm::{ArmedFault, GpuEvent};
+use macuda_tests::fake_rm::{ArmedFault, FakeCall, GpuEvent};
 use macuda_tests::KernelWorld;
 use std::time::Duration;
 
@@ -602,5 +602,73 @@ fn the_fake_gpu_sees_two_chains_launched_without_a_wait_between_them() {
         overlaps,
         vec![mem.va + 0x2000],
         "the second launch could overlap the first; the third waited"
+    );
+}
+
+/// With the copy channel placed on a copy engine (as CUDA places its
+/// copies), it gets a channel group of its own on that engine, naming the
+/// VA space and without a subcontext; both groups are scheduled, the demo's
+/// copies and launches run in order across them, and teardown frees both.
+#[test]
+fn a_copy_channel_on_a_copy_engine_runs_in_a_group_of_its_own() {
+    let mut world = KernelWorld::new(Duration::from_secs(10));
+    world.config.submit.copy_placement = CopyPlacement::CopyEngine(2);
+    let host = world.start();
+    let ch = host.call(|s| s.submit.channels()).unwrap();
+    assert_ne!(ch.group, ch.copy_group);
+    {
+        let m = world.fake.0.lock();
+        let copy_group = &m.groups[&ch.copy_group.0];
+        assert_eq!(copy_group.engine_type, rm::ENGINE_TYPE_COPY[2]);
+        assert_ne!(
+            copy_group.va_space, 0,
+            "a copy-engine group names its VA space"
+        );
+        assert_eq!(m.groups[&ch.group.0].engine_type, rm::ENGINE_TYPE_GR0);
+        assert_eq!(m.channels[&ch.copy.channel.0].group, ch.copy_group.0);
+        assert_eq!(m.channels[&ch.compute.channel.0].group, ch.group.0);
+        for g in [ch.group.0, ch.copy_group.0] {
+            assert!(
+                m.calls.contains(&FakeCall::Schedule {
+                    group: g,
+                    enable: true
+                }),
+                "group {g:#x} scheduled"
+            );
+        }
+    }
+    let r = macuda_supervisor::workload::run(&host, Duration::ZERO).unwrap();
+    let text = r.steps.join("\n");
+    assert!(
+        text.contains("pinned host -> device -> device -> pinned host came back byte-exact"),
+        "{text}"
+    );
+    assert!(
+        text.contains("both streams synchronised, 0 submissions handed to nothing"),
+        "{text}"
+    );
+    let outcome = host.shutdown();
+    assert!(outcome.steps.iter().all(|s| s.ok), "{:?}", outcome.steps);
+    assert!(
+        world.fake.0.lock().objects.is_empty(),
+        "every RM object freed"
+    );
+}
+
+/// A copy engine RM has no engine type for is refused by name when the
+/// channels are made, and the Host does not start half-built.
+#[test]
+fn a_copy_engine_rm_does_not_name_is_refused() {
+    let mut world = KernelWorld::new(Duration::from_secs(10));
+    world.config.submit.copy_placement = CopyPlacement::CopyEngine(12);
+    let err = Host::start(world.config.clone()).map(|_| ()).unwrap_err();
+    let chain = macuda_core::error_chain(&err).join(": ");
+    assert!(
+        chain.contains("copy engine 12 is not one RM names"),
+        "{chain}"
+    );
+    assert!(
+        world.fake.0.lock().groups.is_empty(),
+        "no group left behind"
     );
 }

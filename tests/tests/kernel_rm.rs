@@ -865,6 +865,9 @@ fn against_the_fake_module_mappings_take_a_fresh_node_each() {
 
 /// Requests on either side of a rule the fake module enforces, each with
 /// whether RM accepted it.
+/// An `NV2080_ENGINE_TYPE` past every engine the header names.
+const NO_SUCH_ENGINE_TYPE: u32 = 0x7777;
+
 fn rule_probes(rm: &KernelRm) -> Vec<(&'static str, bool)> {
     use macuda_hw::page;
     let mut out = Vec::new();
@@ -912,6 +915,29 @@ fn rule_probes(rm: &KernelRm) -> Vec<(&'static str, bool)> {
     out.push(("a context share under the device", share.is_ok()));
     let free = rm.free(rm.device(), 0x5EED_0001);
     out.push(("a free of a handle never allocated", free.is_ok()));
+    // Channel groups: on copy engine 2 (naming the VA space, as CUDA's copy
+    // groups do), a subcontext under that group, and a group on an engine
+    // type nothing has.
+    let copy_group = rm.channel_group_on(&space, macuda_hw::rm::ENGINE_TYPE_COPY[2]);
+    out.push(("a channel group on copy engine 2", copy_group.is_ok()));
+    if let Ok(g) = &copy_group {
+        let mut ctx = macuda_hw::rm::CtxShareAlloc {
+            h_va_space: space.handle,
+            flags: macuda_hw::rm::CTXSHARE_SUBCONTEXT_ASYNC,
+            subctx_id: 0,
+        };
+        let share = rm.alloc(g.handle, class::FERMI_CONTEXT_SHARE_A, Some(&mut ctx));
+        out.push(("a subcontext in a copy engine's group", share.is_ok()));
+        let _ = rm.free(rm.device(), g.handle);
+    }
+    let nowhere = rm.channel_group_on(&space, NO_SUCH_ENGINE_TYPE);
+    out.push((
+        "a channel group on an engine type nothing has",
+        nowhere.is_ok(),
+    ));
+    if let Ok(g) = &nowhere {
+        let _ = rm.free(rm.device(), g.handle);
+    }
     for (va, bytes) in [(base, huge.bytes), (va, small.bytes)] {
         let _ = rm.unmap_gpu(&space, va, bytes);
     }
@@ -926,7 +952,9 @@ fn against_the_fake_module_the_rule_probes_run() {
     // What the fake says; the test below holds it to the real module.
     // (The H200's 580 module accepted the off-page mapping and the free of
     // a handle never made; the fake was brought in line with it.)
-    let want = [true, true, false, true, false, false, true];
+    let want = [
+        true, true, false, true, false, false, true, true, false, false,
+    ];
     assert_eq!(
         got.iter().map(|(_, ok)| *ok).collect::<Vec<_>>(),
         want,

@@ -40,6 +40,8 @@ pub enum GspError {
     ChannelsExist,
     #[error("no channels have been created")]
     NoChannels,
+    #[error("copy engine {index} is not one RM names (NV2080_ENGINE_TYPE_COPY0 to COPY9)")]
+    NoSuchCopyEngine { index: u8 },
 }
 
 impl ActorFault for GspError {
@@ -69,7 +71,8 @@ impl ActorFault for GspError {
             | GspError::MisalignedVa { .. }
             | GspError::TooLarge { .. }
             | GspError::ChannelsExist
-            | GspError::NoChannels => Severity::Recoverable,
+            | GspError::NoChannels
+            | GspError::NoSuchCopyEngine { .. } => Severity::Recoverable,
         }
     }
 }

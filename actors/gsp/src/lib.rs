@@ -31,6 +31,6 @@ pub use info::{ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, NULL_C
 pub use kernel::RmTeardown;
 pub use objects::{ObjectTree, RmObject};
 pub use resources::{
-    ChannelInfo, ChannelSetup, Channels, Doorbell, PinnedAlloc, RingSpec, VideoAlloc,
+    ChannelInfo, ChannelSetup, Channels, CopyPlacement, Doorbell, PinnedAlloc, RingSpec, VideoAlloc,
 };
 pub use view::{CpuView, HostMemory, OutsideView};

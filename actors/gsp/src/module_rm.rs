@@ -11,11 +11,12 @@ use crate::kernel::{
 };
 use crate::objects::RmObject;
 use crate::resources::{
-    ChannelInfo, ChannelSetup, Channels, Doorbell, PinnedAlloc, RingSpec, VideoAlloc,
+    ChannelInfo, ChannelSetup, Channels, CopyPlacement, Doorbell, PinnedAlloc, RingSpec, VideoAlloc,
 };
 use crate::rm::Rm;
 use crate::view::CpuView;
 use macuda_hw::methods::{compute, copy};
+use macuda_hw::rm;
 use macuda_hw::{Chip, ChipIdentity};
 use macuda_pci::{BarInfo, Capabilities, PciIdentity};
 use std::sync::Arc;
@@ -44,6 +45,8 @@ pub(crate) struct ModuleRm {
 
 struct ModuleChannels {
     group: ChannelGroup,
+    /// The copy channel's own group on a copy engine, where it has one.
+    copy_group: Option<ChannelGroup>,
     compute: ChannelObjects,
     copy: ChannelObjects,
     debugger: Option<u32>,
@@ -232,6 +235,25 @@ impl Rm for ModuleRm {
         let copy_class = self.rm.pick_class("copy", COPY_CLASSES)?;
         let group = self.rm.channel_group(&self.space)?;
         self.rm.track_group(group.handle);
+        let copy_group = match setup.copy_placement {
+            CopyPlacement::ComputeGroup => None,
+            CopyPlacement::CopyEngine(n) => {
+                let engine = *rm::ENGINE_TYPE_COPY
+                    .get(usize::from(n))
+                    .ok_or(GspError::NoSuchCopyEngine { index: n })?;
+                match self.rm.channel_group_on(&self.space, engine) {
+                    Ok(g) => {
+                        self.rm.track_group(g.handle);
+                        Some(g)
+                    }
+                    Err(e) => {
+                        self.rm.untrack_group(group.handle);
+                        let _ = self.rm.free(self.rm.device(), group.handle);
+                        return Err(e.into());
+                    }
+                }
+            }
+        };
         let placement = |r: &RingSpec| RingPlacement {
             ring_memory: r.ring_memory.0,
             ring_va: r.ring_va,
@@ -248,9 +270,12 @@ impl Rm for ModuleRm {
                 compute_class,
                 &placement(&setup.compute),
             )?;
-            let copy =
-                self.rm
-                    .channel_on(&mut self.space, &group, copy_class, &placement(&setup.copy))?;
+            let copy = self.rm.channel_on(
+                &mut self.space,
+                copy_group.as_ref().unwrap_or(&group),
+                copy_class,
+                &placement(&setup.copy),
+            )?;
             // The debugger is for diagnosis only; a module that refuses it
             // still runs work, and faults are then reported without it.
             let debugger = match self.rm.debugger(compute.engine) {
@@ -261,19 +286,25 @@ impl Rm for ModuleRm {
                 }
             };
             self.rm.schedule(&group)?;
+            if let Some(g) = &copy_group {
+                self.rm.schedule(g)?;
+            }
             Ok((compute, copy, debugger))
         })();
         let (compute, copy, debugger) = match built {
             Ok(parts) => parts,
             Err(e) => {
-                // Freeing the group frees the channels made so far.
-                self.rm.untrack_group(group.handle);
-                let _ = self.rm.free(self.rm.device(), group.handle);
+                // Freeing a group frees the channels made in it so far.
+                for g in copy_group.iter().chain([&group]) {
+                    self.rm.untrack_group(g.handle);
+                    let _ = self.rm.free(self.rm.device(), g.handle);
+                }
                 return Err(e);
             }
         };
         let ch = ModuleChannels {
             group,
+            copy_group,
             compute,
             copy,
             debugger,
@@ -283,6 +314,7 @@ impl Rm for ModuleRm {
         let gr = GrShape::from(self.gr);
         let out = Channels {
             group: ObjectHandle(ch.group.handle),
+            copy_group: ObjectHandle(ch.copy_group.as_ref().unwrap_or(&ch.group).handle),
             compute: ChannelInfo {
                 channel: ObjectHandle(ch.compute.channel),
                 engine: ObjectHandle(ch.compute.engine),
@@ -303,17 +335,20 @@ impl Rm for ModuleRm {
 
     fn destroy_channels(&mut self) -> Result<(), GspError> {
         let ch = self.channels.take().ok_or(GspError::NoChannels)?;
-        self.rm.untrack_group(ch.group.handle);
+        let groups: Vec<&ChannelGroup> = [&ch.group].into_iter().chain(&ch.copy_group).collect();
         // The order RM's teardown wants: off the scheduler, out of UVM,
-        // then freed (the group frees its channels and engine objects). A
+        // then freed (a group frees its channels and engine objects). A
         // group RM already removed may refuse the first steps; the free is
         // what matters.
-        if let Err(e) = self.rm.unschedule(&ch.group) {
-            tracing::debug!(error = %e, "unscheduling a channel group");
+        for g in &groups {
+            self.rm.untrack_group(g.handle);
+            if let Err(e) = self.rm.unschedule(g) {
+                tracing::debug!(error = %e, group = g.handle, "unscheduling a channel group");
+            }
         }
-        for c in [ch.copy.channel, ch.compute.channel] {
-            if let Err(e) = self.rm.unregister_channel(&self.space, c) {
-                tracing::debug!(error = %e, channel = c, "unregistering a channel");
+        for c in [&ch.copy, &ch.compute].into_iter().filter(|c| c.registered) {
+            if let Err(e) = self.rm.unregister_channel(&self.space, c.channel) {
+                tracing::debug!(error = %e, channel = c.channel, "unregistering a channel");
             }
         }
         if let Some(d) = ch.debugger {
@@ -321,8 +356,10 @@ impl Rm for ModuleRm {
         }
         // A group RM will not free stays with the client (freed with it at
         // the end); fresh channels do not need it gone.
-        if let Err(e) = self.rm.free(self.rm.device(), ch.group.handle) {
-            tracing::warn!(error = %e, group = ch.group.handle, "freeing a removed channel group");
+        for g in groups {
+            if let Err(e) = self.rm.free(self.rm.device(), g.handle) {
+                tracing::warn!(error = %e, group = g.handle, "freeing a removed channel group");
+            }
         }
         Ok(())
     }
@@ -335,7 +372,11 @@ impl Rm for ModuleRm {
         let Some(ch) = &self.channels else {
             return Ok(None);
         };
-        let notified = ch.group.error();
+        // RM removes the group of the channel that failed: either one.
+        let notified = ch
+            .group
+            .error()
+            .or_else(|| ch.copy_group.as_ref().and_then(ChannelGroup::error));
         if notified.is_none() && !deep {
             return Ok(None);
         }

@@ -8,7 +8,9 @@ use crate::handle::ObjectHandle;
 use crate::info::NULL_GR_SHAPE;
 use crate::kernel::RmTeardown;
 use crate::objects::{ObjectTree, RmObject};
-use crate::resources::{ChannelInfo, ChannelSetup, Channels, Doorbell, PinnedAlloc, VideoAlloc};
+use crate::resources::{
+    ChannelInfo, ChannelSetup, Channels, CopyPlacement, Doorbell, PinnedAlloc, VideoAlloc,
+};
 use crate::rm::Rm;
 use crate::view::CpuView;
 use macuda_hw::methods::{compute, copy};
@@ -49,7 +51,9 @@ pub(crate) struct NullRm {
     chip: Chip,
     device: ObjectHandle,
     /// The channel group, once made.
-    channels: Option<ObjectHandle>,
+    /// The channel groups: compute's, and the copy channel's own where it
+    /// has one.
+    channels: Option<Vec<ObjectHandle>>,
 }
 
 /// The base objects every later allocation hangs under.
@@ -123,13 +127,17 @@ impl Rm for NullRm {
     }
 
     fn create_channels(&mut self, setup: ChannelSetup) -> Result<Channels, GspError> {
-        let _ = setup;
         if self.channels.is_some() {
             return Err(GspError::ChannelsExist);
         }
         let (gpfifo_class, compute_class, copy_class) = null_classes(self.chip);
-        let group = self.alloc(self.device, macuda_hw::class::KEPLER_CHANNEL_GROUP_A)?;
-        let mut channel = |class: u32, token: u32| -> Result<ChannelInfo, GspError> {
+        let group_class = macuda_hw::class::KEPLER_CHANNEL_GROUP_A;
+        let group = self.alloc(self.device, group_class)?;
+        let copy_group = match setup.copy_placement {
+            CopyPlacement::ComputeGroup => group,
+            CopyPlacement::CopyEngine(_) => self.alloc(self.device, group_class)?,
+        };
+        let mut channel = |group, class: u32, token: u32| -> Result<ChannelInfo, GspError> {
             let channel = self.alloc(group, gpfifo_class)?;
             let engine = self.alloc(channel, class)?;
             Ok(ChannelInfo {
@@ -139,11 +147,16 @@ impl Rm for NullRm {
                 token,
             })
         };
-        let compute = channel(compute_class, NULL_COMPUTE_TOKEN)?;
-        let copy = channel(copy_class, NULL_COPY_TOKEN)?;
-        self.channels = Some(group);
+        let compute = channel(group, compute_class, NULL_COMPUTE_TOKEN)?;
+        let copy = channel(copy_group, copy_class, NULL_COPY_TOKEN)?;
+        let mut groups = vec![group];
+        if copy_group != group {
+            groups.push(copy_group);
+        }
+        self.channels = Some(groups);
         Ok(Channels {
             group,
+            copy_group,
             compute,
             copy,
             gr: NULL_GR_SHAPE,
@@ -151,8 +164,10 @@ impl Rm for NullRm {
     }
 
     fn destroy_channels(&mut self) -> Result<(), GspError> {
-        let group = self.channels.take().ok_or(GspError::NoChannels)?;
-        self.tree.free(group)?;
+        let groups = self.channels.take().ok_or(GspError::NoChannels)?;
+        for g in groups {
+            self.tree.free(g)?;
+        }
         Ok(())
     }
 

@@ -36,11 +36,26 @@ pub struct RingSpec {
     pub userd_offset: u64,
 }
 
+/// Which channel group the copy channel joins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CopyPlacement {
+    /// The compute channel's group: its copies run on a graphics copy
+    /// engine, scheduled with the compute work in that group's timeslices
+    /// (tinygrad's layout, and ours so far).
+    #[default]
+    ComputeGroup,
+    /// A group of its own on copy engine `n` (`NV2080_ENGINE_TYPE_COPYn`),
+    /// scheduled on that engine's runlist apart from the graphics engine,
+    /// as CUDA places its copy channels.
+    CopyEngine(u8),
+}
+
 /// The two channels the submit actor drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelSetup {
     pub compute: RingSpec,
     pub copy: RingSpec,
+    pub copy_placement: CopyPlacement,
 }
 
 /// One channel as RM made it.
@@ -59,6 +74,8 @@ pub struct ChannelInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Channels {
     pub group: ObjectHandle,
+    /// The copy channel's group: `group` itself unless it has its own.
+    pub copy_group: ObjectHandle,
     pub compute: ChannelInfo,
     pub copy: ChannelInfo,
     pub gr: GrShape,

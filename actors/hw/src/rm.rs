@@ -727,6 +727,11 @@ pub fn xid_name(xid: u32) -> &'static str {
 /// runs on.
 pub const ENGINE_TYPE_GR0: u32 = 1;
 
+/// `NV2080_ENGINE_TYPE_COPY0` .. `COPY9`, by copy-engine index: a channel
+/// group on one of these runs its channels on that copy engine's runlist,
+/// apart from the graphics engine's (what CUDA does with its copies).
+pub const ENGINE_TYPE_COPY: [u32; 10] = [9, 10, 11, 12, 13, 14, 15, 16, 17, 18];
+
 /// `NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

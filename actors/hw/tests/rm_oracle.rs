@@ -565,6 +565,10 @@ fn memory_and_uvm_structures_match_the_reference_and_oracle() {
     for (name, ours) in numbers {
         assert_eq!(c[name].as_u64(), Some(*ours), "{name}");
     }
+    for (n, ours) in rm::ENGINE_TYPE_COPY.iter().enumerate() {
+        let name = format!("NV2080_ENGINE_TYPE_COPY{n}");
+        assert_eq!(c[&name].as_u64(), Some(u64::from(*ours)), "{name}");
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use crate::encode::ChainTuning;
 use crate::lane::KernelId;
+use macuda_gsp::CopyPlacement;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -69,6 +70,9 @@ pub struct SubmitConfig {
     pub gpfifo_entries: u32,
     /// How a chain's launches hand over to each other.
     pub chain: ChainTuning,
+    /// Which channel group the copy channel joins: the compute channel's,
+    /// or its own on a copy engine.
+    pub copy_placement: CopyPlacement,
 }
 
 impl Default for SubmitConfig {
@@ -86,6 +90,7 @@ impl Default for SubmitConfig {
             sync_timeout: Duration::from_secs(10),
             gpfifo_entries: 1024,
             chain: ChainTuning::default(),
+            copy_placement: CopyPlacement::default(),
         }
     }
 }

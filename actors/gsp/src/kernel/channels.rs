@@ -21,10 +21,13 @@ pub const GPFIFO_CLASSES: &[u32] = &[
 /// VA reserved for each channel's context buffers (UVM maps them there).
 const CHANNEL_VA_WINDOW: u64 = 64 << 20;
 
-/// A channel group with its subcontext and error notifier.
+/// A channel group with its error notifier and, on the graphics engine,
+/// its subcontext.
 pub struct ChannelGroup {
     pub handle: u32,
-    pub context_share: u32,
+    /// The subcontext its channels share; only a group on the graphics
+    /// engine has one (a copy engine has no subcontexts).
+    pub context_share: Option<u32>,
     pub notifier: u32,
     /// The notifier as the CPU sees it (RM writes errors there).
     notifier_map: Box<dyn RmMapping>,
@@ -122,6 +125,8 @@ pub struct ChannelObjects {
     pub engine: u32,
     /// What the doorbell takes to run it.
     pub token: u32,
+    /// Registered with UVM (which must be told before it is freed).
+    pub registered: bool,
 }
 
 impl KernelRm {
@@ -143,6 +148,21 @@ impl KernelRm {
     /// # Errors
     /// RM refusing an allocation.
     pub fn channel_group(&self, space: &GpuVaSpace) -> Result<ChannelGroup, KernelRmError> {
+        self.channel_group_on(space, rm::ENGINE_TYPE_GR0)
+    }
+
+    /// A channel group on engine `engine_type` (`NV2080_ENGINE_TYPE_*`) in
+    /// `space`, and its error notifier. On the graphics engine its channels
+    /// share one subcontext; on a copy engine the group names the VA space
+    /// itself, as CUDA's copy groups do, and has no subcontext.
+    ///
+    /// # Errors
+    /// RM refusing an allocation.
+    pub fn channel_group_on(
+        &self,
+        space: &GpuVaSpace,
+        engine_type: u32,
+    ) -> Result<ChannelGroup, KernelRmError> {
         let mut notifier = MemoryAlloc {
             owner: self.client,
             kind: rm::memory::TYPE_NOTIFIER,
@@ -162,17 +182,23 @@ impl KernelRm {
         let notifier_map = self.map_sysmem(notifier, page::SMALL as usize)?;
         // SAFETY: the whole mapping; RM reads it only after an error.
         unsafe { std::ptr::write_bytes(notifier_map.as_ptr(), 0, notifier_map.len()) };
+        let graphics = engine_type == rm::ENGINE_TYPE_GR0;
         let mut tsg = ChannelGroupAlloc {
-            engine_type: rm::ENGINE_TYPE_GR0,
+            engine_type,
+            h_va_space: if graphics { 0 } else { space.handle },
             ..ChannelGroupAlloc::default()
         };
         let group = self.alloc(self.device, class::KEPLER_CHANNEL_GROUP_A, Some(&mut tsg))?;
-        let mut ctx = CtxShareAlloc {
-            h_va_space: space.handle,
-            flags: rm::CTXSHARE_SUBCONTEXT_ASYNC,
-            subctx_id: 0,
+        let context_share = if graphics {
+            let mut ctx = CtxShareAlloc {
+                h_va_space: space.handle,
+                flags: rm::CTXSHARE_SUBCONTEXT_ASYNC,
+                subctx_id: 0,
+            };
+            Some(self.alloc(group, class::FERMI_CONTEXT_SHARE_A, Some(&mut ctx))?)
+        } else {
+            None
         };
-        let context_share = self.alloc(group, class::FERMI_CONTEXT_SHARE_A, Some(&mut ctx))?;
         Ok(ChannelGroup {
             handle: group,
             context_share,
@@ -183,8 +209,9 @@ impl KernelRm {
 
     /// A GPFIFO channel in `group` over a ring and USERD the caller
     /// placed in video memory it allocated, with an object of
-    /// `engine_class` on it, its work-submit token, and its context
-    /// buffers mapped through UVM.
+    /// `engine_class` on it, its work-submit token, and, in a group with a
+    /// subcontext, its context buffers mapped through UVM (a copy engine's
+    /// channel has none to map).
     ///
     /// # Errors
     /// RM or UVM refusing a step.
@@ -201,7 +228,7 @@ impl KernelRm {
             h_object_buffer: placement.ring_memory,
             gp_fifo_offset: placement.ring_va,
             gp_fifo_entries: placement.entries,
-            h_context_share: group.context_share,
+            h_context_share: group.context_share.unwrap_or(0),
             ..ChannelAlloc::default()
         };
         params.h_userd_memory[0] = placement.userd_memory;
@@ -210,28 +237,32 @@ impl KernelRm {
         let engine = self.alloc(channel, engine_class, None::<&mut ()>)?;
         let mut token = WorkSubmitToken { token: u32::MAX };
         self.control(channel, control::GPFIFO_GET_WORK_SUBMIT_TOKEN, &mut token)?;
-        let window = space.take_va(CHANNEL_VA_WINDOW, page::HUGE)?;
-        let mut reg = [uvm::RegisterChannel {
-            uuid: space.uuid,
-            rm_ctrl_fd: self.ctl.fd(),
-            h_client: self.client,
-            h_channel: channel,
-            base: window,
-            length: CHANNEL_VA_WINDOW,
-            ..uvm::RegisterChannel::default()
-        }];
-        raw_ioctl(
-            space.uvm.as_ref(),
-            uvm::REGISTER_CHANNEL,
-            &mut reg,
-            "UVM_REGISTER_CHANNEL",
-        )?;
-        check(reg[0].status, "registering the channel with UVM")?;
+        let registered = group.context_share.is_some();
+        if registered {
+            let window = space.take_va(CHANNEL_VA_WINDOW, page::HUGE)?;
+            let mut reg = [uvm::RegisterChannel {
+                uuid: space.uuid,
+                rm_ctrl_fd: self.ctl.fd(),
+                h_client: self.client,
+                h_channel: channel,
+                base: window,
+                length: CHANNEL_VA_WINDOW,
+                ..uvm::RegisterChannel::default()
+            }];
+            raw_ioctl(
+                space.uvm.as_ref(),
+                uvm::REGISTER_CHANNEL,
+                &mut reg,
+                "UVM_REGISTER_CHANNEL",
+            )?;
+            check(reg[0].status, "registering the channel with UVM")?;
+        }
         Ok(ChannelObjects {
             channel,
             gpfifo_class,
             engine,
             token: token.token,
+            registered,
         })
     }
 

@@ -19,7 +19,7 @@ use crate::templates::TokenTemplates;
 use crate::timeline::Timeline;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx};
-use macuda_gsp::{ChannelSetup, CpuView, GspHandle, ObjectHandle, RingSpec};
+use macuda_gsp::{ChannelSetup, CopyPlacement, CpuView, GspHandle, ObjectHandle, RingSpec};
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::push::USERD_BYTES;
 use macuda_memory::{DeviceBuffer, DeviceWindow, MemoryHandle};
@@ -115,7 +115,7 @@ fn descriptor_mirror(
     }
 }
 
-fn ring_specs(r: &Regions, entries: u32) -> ChannelSetup {
+fn ring_specs(r: &Regions, entries: u32, copy_placement: CopyPlacement) -> ChannelSetup {
     let ring_bytes = u64::from(entries) * ENTRY_BYTES;
     let handle = |b: &DeviceBuffer| b.rm_handle.unwrap_or(ObjectHandle::NONE);
     ChannelSetup {
@@ -133,6 +133,7 @@ fn ring_specs(r: &Regions, entries: u32) -> ChannelSetup {
             userd_memory: handle(&r.userd),
             userd_offset: USERD_BYTES,
         },
+        copy_placement,
     }
 }
 
@@ -155,7 +156,7 @@ pub fn spawn(
     let can = gsp.device_info().map_err(SubmitError::Gsp)?.can;
     let (mirror_va, mirror) = descriptor_mirror(&memory, submit.descriptor_bytes, can.dma)?;
     let (waker, parking) = wake_pair();
-    let setup = ring_specs(&regions, submit.gpfifo_entries);
+    let setup = ring_specs(&regions, submit.gpfifo_entries, submit.copy_placement);
     let channels = gsp.create_channels(setup).map_err(SubmitError::Gsp)?;
     let compute_class = channels.compute.class;
     let mut format = DeviceFormat::for_device(sm, compute_class)
