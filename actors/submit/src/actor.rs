@@ -276,6 +276,7 @@ impl SubmitActor {
             .iter()
             .find_map(|w| w.offset_of(address, len).map(|o| (w, o)))
     }
+    #[inline]
     fn write_qmd(&mut self, offset: u64, qmd: &Qmd) -> Result<(), SubmitError> {
         let len = self.format.qmd_bytes();
         self.arena

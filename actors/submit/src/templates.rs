@@ -20,6 +20,7 @@ pub(crate) struct TokenTemplates {
 
 impl TokenTemplates {
     /// Note a launch; whether its slot already holds the kernel's template.
+    #[inline]
     pub(crate) fn place(&mut self, kernel: KernelId, offset: u64) -> bool {
         let k = self.current.len();
         if self.current.last().is_some_and(|&(_, prev)| offset < prev) {

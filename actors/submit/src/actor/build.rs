@@ -79,6 +79,7 @@ impl SubmitActor {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn reserve(&mut self, len: u64, align: u64) -> Result<u64, SubmitError> {
         match self.arena.reserve(len, align) {
             Ok(o) => Ok(o),
