@@ -323,11 +323,7 @@ fn demo(
 
 /// `info` through NVIDIA's kernel module: what RM says the GPU is.
 fn kernel_info(index: u32, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let identity = macuda_gsp::kernel::KernelRm::open(
-        std::sync::Arc::new(macuda_gsp::kernel::DeviceFiles),
-        index,
-    )
-    .and_then(|rm| Ok((rm.identify()?, rm.gr_facts())));
+    let identity = macuda_gsp::identify_module(std::sync::Arc::new(macuda_gsp::DeviceFiles), index);
     match identity {
         Ok((id, gr)) => {
             let p = id.pci;
@@ -408,8 +404,8 @@ fn failed(e: HostError, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     // A kernel module whose device files are absent: the device cannot be
     // opened, which is a usage error, not a failure.
     let unopenable = matches!(
-        macuda_core::find_in_chain::<macuda_gsp::kernel::KernelRmError>(&e),
-        Some(macuda_gsp::kernel::KernelRmError::Open { .. })
+        macuda_core::find_in_chain::<macuda_gsp::KernelRmError>(&e),
+        Some(macuda_gsp::KernelRmError::Open { .. })
     );
     match e {
         HostError::Interrupted { .. } => status::INTERRUPTED,

@@ -92,7 +92,7 @@ pub struct HostConfig {
     pub submit: macuda_submit::SubmitConfig,
     /// On the kernel path, open RM nodes through this driver instead of
     /// the device files (tests hold a fake of the kernel module this way).
-    pub rm_driver: Option<Arc<dyn macuda_gsp::kernel::RmDriver>>,
+    pub rm_driver: Option<Arc<dyn macuda_gsp::RmDriver>>,
 }
 
 /// `MACUDA_REPORT_DIR`, else `macuda-reports` in the system temp directory.
@@ -249,7 +249,7 @@ fn rm_choice(spec: &DeviceSpec, config: &HostConfig) -> macuda_gsp::RmChoice {
             driver: config
                 .rm_driver
                 .clone()
-                .unwrap_or_else(|| Arc::new(macuda_gsp::kernel::DeviceFiles)),
+                .unwrap_or_else(|| Arc::new(macuda_gsp::DeviceFiles)),
             index: *index,
         },
         _ => macuda_gsp::RmChoice::Null,

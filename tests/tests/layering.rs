@@ -276,3 +276,37 @@ fn the_cuda_runtime_uses_only_its_own_layer_and_those_below() {
         .collect();
     assert!(upward.is_empty(), "{}", upward.join("\n"));
 }
+
+/// The stack reaches gsp through its crate root only: what the kernel
+/// module's RM is made of (`macuda_gsp::kernel`) is gsp's own, published
+/// for the tests' fake module and direct device checks, and a crate above
+/// that reached into it would grow an arm per RM. Memory and the Host ask
+/// the device description instead.
+#[test]
+fn only_the_tests_reach_into_the_kernel_modules_rm() {
+    let reaching: Vec<String> = CRATES
+        .iter()
+        .filter(|k| !matches!(**k, "tests" | "actors/gsp"))
+        .flat_map(|k| {
+            modules(&workspace().join(k).join("src"))
+                .into_values()
+                .chain(
+                    std::fs::read_dir(workspace().join(k).join("src").join("bin"))
+                        .into_iter()
+                        .flatten()
+                        .map(|e| e.unwrap().path()),
+                )
+                .filter(|path| {
+                    code_without_tests(&std::fs::read_to_string(path).unwrap())
+                        .contains("macuda_gsp::kernel")
+                })
+                .map(|path| path.display().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        reaching.is_empty(),
+        "files above gsp naming macuda_gsp::kernel:\n{}",
+        reaching.join("\n")
+    );
+}

@@ -33,8 +33,40 @@ pub enum MemoryOwner {
     /// video memory through the transport (the null card; bare metal).
     Ours,
     /// RM does: it allocates, and UVM maps at the addresses we choose (the
-    /// kernel module).
-    Rm,
+    /// kernel module), by RM's rules.
+    Rm(RmMemoryRules),
+}
+
+/// Where a memory actor may place what RM allocates, and on which page RM
+/// backs video memory of a size: published with the device so that memory
+/// asks for VA and memory that agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RmMemoryRules {
+    /// The VAs left to the memory actor's allocator, `va_start..va_end`.
+    pub va_start: u64,
+    pub va_end: u64,
+    /// Allocations from this many bytes (rounded up to small pages) take
+    /// huge pages.
+    pub huge_pages_from: u64,
+}
+
+impl RmMemoryRules {
+    /// The page RM backs `bytes` of video memory with. The size is judged
+    /// rounded to small pages, so that asking again with the rounded size
+    /// (as the memory actor does: it takes the VA first, then hands RM the
+    /// size it reserved) gives the same answer: a size just under the
+    /// threshold once got small-page VA and huge-page memory, and that
+    /// allocation failed on the H200.
+    pub fn video_page(&self, bytes: u64) -> u64 {
+        let rounded = bytes
+            .div_ceil(macuda_hw::page::SMALL)
+            .saturating_mul(macuda_hw::page::SMALL);
+        if rounded >= self.huge_pages_from {
+            macuda_hw::page::HUGE
+        } else {
+            macuda_hw::page::SMALL
+        }
+    }
 }
 
 /// What the rest of the stack needs to know about the opened device.

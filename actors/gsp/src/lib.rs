@@ -27,8 +27,11 @@ pub use actor::{spawn, GspHandle, GspRequest, GspService, GspStats, RmChoice};
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};
 pub use handle::ObjectHandle;
-pub use info::{ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, NULL_COMPUTE};
-pub use kernel::RmTeardown;
+pub use info::{
+    ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, RmMemoryRules, NULL_COMPUTE,
+};
+pub use kernel::{DeviceFiles, KernelIdentity, KernelRmError, RmDriver, RmTeardown};
+pub use module_rm::identify_module;
 pub use objects::{ObjectTree, RmObject};
 pub use resources::{
     ChannelInfo, ChannelSetup, Channels, CopyPlacement, Doorbell, PinnedAlloc, RingSpec, VideoAlloc,

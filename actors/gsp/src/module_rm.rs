@@ -6,8 +6,8 @@ use crate::fault::{ChannelFault, MmuFault, SmError};
 use crate::handle::ObjectHandle;
 use crate::info::{ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, NULL_GR_SHAPE};
 use crate::kernel::{
-    self, ChannelGroup, ChannelObjects, GpuVaSpace, GrFacts, KernelRm, RingPlacement, RmDriver,
-    RmTeardown, Usermode,
+    self, ChannelGroup, ChannelObjects, GpuVaSpace, GrFacts, KernelIdentity, KernelRm,
+    KernelRmError, RingPlacement, RmDriver, RmTeardown, Usermode,
 };
 use crate::objects::RmObject;
 use crate::resources::{
@@ -52,6 +52,20 @@ struct ModuleChannels {
     debugger: Option<u32>,
     compute_class: u32,
     copy_class: u32,
+}
+
+/// What NVIDIA's kernel module says GPU `index` is and the shape of its
+/// graphics engine (where RM answers for it), without starting the stack
+/// (`macuda info`): a client opened, asked and freed.
+///
+/// # Errors
+/// The module's device files, or RM refusing to identify the GPU.
+pub fn identify_module(
+    driver: Arc<dyn RmDriver>,
+    index: u32,
+) -> Result<(KernelIdentity, Result<GrFacts, KernelRmError>), KernelRmError> {
+    let rm = KernelRm::open(driver, index)?;
+    Ok((rm.identify()?, rm.gr_facts()))
 }
 
 impl ModuleRm {
@@ -115,7 +129,7 @@ impl ModuleRm {
             // Memory through RM's mappings, DMA through pinned RM system
             // memory, submission through the channel's usermode doorbell.
             can: Capabilities::ALL,
-            memory: MemoryOwner::Rm,
+            memory: MemoryOwner::Rm(kernel::MODULE_MEMORY),
             firmware: format!(
                 "GSP firmware is the kernel module's ({}): not ours to load or unload",
                 identity.driver_version

@@ -1,8 +1,7 @@
 use crate::error::MemoryError;
 use crate::range::RangeAllocator;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
-use macuda_gsp::kernel::{video_page, ALLOCATOR_VA_WINDOW};
-use macuda_gsp::{CpuView, GspHandle, MemoryOwner, ObjectHandle};
+use macuda_gsp::{CpuView, GspHandle, MemoryOwner, ObjectHandle, RmMemoryRules};
 use macuda_hw::page;
 use macuda_pci::{DmaRegion, PciHandle};
 use serde::{Deserialize, Serialize};
@@ -127,8 +126,9 @@ enum Backing {
     /// We do: a VRAM allocator of our own; the CPU reaches video memory
     /// through the transport (the null card; bare metal once the MMU lands).
     Bar { vram: RangeAllocator },
-    /// RM does (the kernel module): RM allocates, UVM maps at our VAs.
-    Rm,
+    /// RM does (the kernel module): RM allocates, UVM maps at our VAs,
+    /// by the rules the device description carries.
+    Rm(RmMemoryRules),
 }
 
 struct MemoryActor {
@@ -251,11 +251,11 @@ impl MemoryService for MemoryActor {
                     rm_handle: None,
                 })
             }
-            Backing::Rm => {
+            Backing::Rm(rules) => {
+                let page = rules.video_page(bytes);
                 let gsp = self.gsp.clone();
-                let (va, video) = self.at_new_va(bytes, video_page(bytes), |size, va| {
-                    gsp.alloc_video(size, va)
-                })?;
+                let (va, video) =
+                    self.at_new_va(bytes, page, |size, va| gsp.alloc_video(size, va))?;
                 self.live.insert(
                     va,
                     Allocation {
@@ -293,7 +293,7 @@ impl MemoryService for MemoryActor {
                 vram.free(*offset).map_err(MemoryError::Vram)?;
                 used = vram.used();
             }
-            (Kind::RmVideo { handle, .. }, Backing::Rm) => {
+            (Kind::RmVideo { handle, .. }, Backing::Rm(_)) => {
                 self.gsp
                     .free_memory(*handle, va, bytes)
                     .map_err(MemoryError::Gsp)?;
@@ -332,7 +332,7 @@ impl MemoryService for MemoryActor {
                     Err(MemoryError::Pci(e))
                 }
             },
-            Backing::Rm => {
+            Backing::Rm(_) => {
                 let gsp = self.gsp.clone();
                 let (va, pinned) = self.at_new_va(bytes.max(1), page::SMALL, |size, va| {
                     gsp.alloc_pinned(size, va)
@@ -459,13 +459,9 @@ pub fn spawn(
             )
         }
         // RM keeps its own reserve: what it reports is what clients get.
-        MemoryOwner::Rm => (
-            Backing::Rm,
-            RangeAllocator::new(
-                ALLOCATOR_VA_WINDOW.start,
-                ALLOCATOR_VA_WINDOW.end - ALLOCATOR_VA_WINDOW.start,
-                page::SMALL,
-            ),
+        MemoryOwner::Rm(rules) => (
+            Backing::Rm(rules),
+            RangeAllocator::new(rules.va_start, rules.va_end - rules.va_start, page::SMALL),
             info.vram_bytes,
             None,
         ),

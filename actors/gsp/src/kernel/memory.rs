@@ -4,6 +4,7 @@
 use super::client::KernelRm;
 use super::error::KernelRmError;
 use super::ioctl::{check, escape_call, open_node, raw_ioctl, RmNode};
+use crate::info::RmMemoryRules;
 use macuda_hw::page;
 use macuda_hw::rm::{
     self, class, control, escape, uvm, AllocOsMemory, GidInfo, MemoryAlloc, VaSpaceAlloc,
@@ -18,17 +19,20 @@ const VA_SPACE_SIZE: u64 = 0x1_FFFF_FB00_0000;
 
 /// The window channel context buffers (and the device tests' direct path)
 /// takes VAs from, one after another: above the window kept for mappings
-/// the CPU shares at the same address, below [`ALLOCATOR_VA_WINDOW`].
+/// the CPU shares at the same address, below [`MODULE_MEMORY`]'s window.
 const GPU_VA_START: u64 = 0x20_0000_0000;
 const GPU_VA_END: u64 = 0x40_0000_0000;
 
-/// The VAs left to the memory actor's allocator: everything from the end of
-/// the direct window up to 2^40, because QMDs, push buffers and constant
-/// banks must lie below 2^40 (the fields hold VA >> 8 in 32 bits).
-pub const ALLOCATOR_VA_WINDOW: std::ops::Range<u64> = GPU_VA_END..(1 << 40);
-
-/// Allocations from this size up take 2 MiB pages.
-const HUGE_PAGE_THRESHOLD: u64 = 8 << 20;
+/// How the kernel module's RM places and pages what the memory actor asks
+/// for. The allocator's VAs run from the end of the direct window up to
+/// 2^40, because QMDs, push buffers and constant banks must lie below 2^40
+/// (the fields hold VA >> 8 in 32 bits); allocations from 8 MiB take 2 MiB
+/// pages.
+pub const MODULE_MEMORY: RmMemoryRules = RmMemoryRules {
+    va_start: GPU_VA_END,
+    va_end: 1 << 40,
+    huge_pages_from: 8 << 20,
+};
 
 /// A GPU VA space managed by UVM and registered for one GPU.
 pub struct GpuVaSpace {
@@ -42,7 +46,7 @@ pub struct GpuVaSpace {
 
 impl GpuVaSpace {
     /// The next `bytes` of VA at `align` in the direct window (the memory
-    /// actor allocates in [`ALLOCATOR_VA_WINDOW`] instead).
+    /// actor allocates in [`MODULE_MEMORY`]'s window instead).
     ///
     /// # Errors
     /// The window is exhausted.
@@ -66,19 +70,10 @@ pub struct VideoMemory {
     pub page: u64,
 }
 
-/// The page size RM gives video memory of `bytes`. Decided on the size
-/// rounded to small pages, so that asking again with the rounded size (as
-/// the memory actor does: it takes the VA first, then hands RM the size it
-/// reserved) gives the same answer: a size just under the threshold once
-/// got small-page VA and huge-page memory, and that allocation failed on
-/// the H200 (why is not known: UVM does map such a mix, the rule probes
-/// show).
+/// The page RM backs `bytes` of video memory with (see
+/// [`RmMemoryRules::video_page`]).
 pub fn video_page(bytes: u64) -> u64 {
-    if bytes.div_ceil(page::SMALL).saturating_mul(page::SMALL) >= HUGE_PAGE_THRESHOLD {
-        page::HUGE
-    } else {
-        page::SMALL
-    }
+    MODULE_MEMORY.video_page(bytes)
 }
 
 /// Process memory RM pinned (an OS descriptor), with the process's view.
@@ -336,12 +331,12 @@ mod tests {
         for bytes in [
             1,
             page::SMALL - 1,
-            HUGE_PAGE_THRESHOLD - page::SMALL - 1,
-            HUGE_PAGE_THRESHOLD - page::SMALL + 1,
+            MODULE_MEMORY.huge_pages_from - page::SMALL - 1,
+            MODULE_MEMORY.huge_pages_from - page::SMALL + 1,
             8_384_768,
-            HUGE_PAGE_THRESHOLD - 1,
-            HUGE_PAGE_THRESHOLD,
-            HUGE_PAGE_THRESHOLD + 1,
+            MODULE_MEMORY.huge_pages_from - 1,
+            MODULE_MEMORY.huge_pages_from,
+            MODULE_MEMORY.huge_pages_from + 1,
             u64::MAX - 1,
         ] {
             let page = video_page(bytes);
@@ -349,6 +344,9 @@ mod tests {
             assert_eq!(video_page(rounded), page, "{bytes} bytes");
         }
         assert_eq!(video_page(8_384_768), page::HUGE);
-        assert_eq!(video_page(HUGE_PAGE_THRESHOLD - page::SMALL), page::SMALL);
+        assert_eq!(
+            video_page(MODULE_MEMORY.huge_pages_from - page::SMALL),
+            page::SMALL
+        );
     }
 }

@@ -22,5 +22,5 @@ pub use error::KernelRmError;
 pub use faults::FaultState;
 pub use identity::{fp32_cores_per_sm, GrFacts, KernelIdentity};
 pub use ioctl::{DeviceFiles, RmDriver, RmMapping, RmNode, CTL_NODE, DRIVER_MAJOR};
-pub use memory::{video_page, GpuVaSpace, PinnedHost, VideoMemory, ALLOCATOR_VA_WINDOW};
+pub use memory::{video_page, GpuVaSpace, PinnedHost, VideoMemory, MODULE_MEMORY};
 pub use teardown::RmTeardown;
