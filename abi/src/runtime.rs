@@ -31,19 +31,18 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 pub struct Runtime {
     host: RwLock<Option<Host>>,
-    pub stack: Stack,
-    pub lane: LaunchLane,
-    pub execution: Execution,
-    pub facts: DeviceFacts,
+    pub(crate) lane: LaunchLane,
+    pub(crate) execution: Execution,
+    pub(crate) facts: DeviceFacts,
     /// The submit stream the legacy and per-thread default streams use.
-    pub default_stream: StreamId,
-    pub streams: StreamTable,
-    pub events: EventTable,
-    pub graphs: GraphTable,
-    pub memory: Mutex<MemoryMap>,
-    pub log: Option<LaunchLog>,
+    pub(crate) default_stream: StreamId,
+    pub(crate) streams: StreamTable,
+    pub(crate) events: EventTable,
+    pub(crate) graphs: GraphTable,
+    pub(crate) memory: Mutex<MemoryMap>,
+    pub(crate) log: Option<LaunchLog>,
     /// The environment's settings of ours (`crate::knobs`).
-    pub knobs: Knobs,
+    pub(crate) knobs: Knobs,
     /// Kernel launches handed to the lane so far (graph replays included),
     /// counted while `MACUDA_INJECT_GPU_FAULT` is set.
     pub(crate) launches: std::sync::atomic::AtomicU64,
@@ -190,7 +189,6 @@ impl Runtime {
     /// # Errors
     /// The stack refusing the lane or the default stream.
     pub fn over(host: Host) -> Result<Runtime, HostError> {
-        let stack = host.stack().clone();
         let lane = host.call(|s| s.submit.lane())?;
         let default_stream = host.call(|s| s.submit.create_stream())?;
         let device = host.device().clone();
@@ -214,7 +212,6 @@ impl Runtime {
         };
         Ok(Runtime {
             host: RwLock::new(Some(host)),
-            stack,
             lane,
             execution,
             facts,
