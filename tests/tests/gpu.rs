@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 
 /// The stack on the GPU; asked for without the module, a failure.
 fn gpu() -> Host {
+    gpu_with(|_| {})
+}
+
+/// As [`gpu`], with the config changed first.
+fn gpu_with(change: impl FnOnce(&mut HostConfig)) -> Host {
     assert!(
         std::path::Path::new(CTL_NODE).exists(),
         "{CTL_NODE} is absent: this test needs NVIDIA's kernel module and a GPU"
@@ -24,6 +29,7 @@ fn gpu() -> Host {
     // finishes far sooner.
     config.submit.sync_timeout = Duration::from_secs(5);
     config.report_dir = std::env::temp_dir().join("macuda-gpu-test-reports");
+    change(&mut config);
     let host = Host::start(config).expect("the stack opens the GPU");
     eprintln!("{}", host.device_line());
     host
@@ -273,6 +279,77 @@ fn a_gib_goes_host_to_device_to_device_to_host_through_the_copy_engine_byte_exac
     bv.read(0, &mut got).unwrap();
     assert!(got == pattern, "the GiB came back different");
     eprintln!("1 GiB pinned host -> device -> device -> pinned host, byte-exact, in {took:?}");
+}
+
+/// The copy channel in a channel group of its own on copy engine 2, as
+/// CUDA places its copies: inputs copied in, a kernel ordered after them
+/// on the compute channel (another group), its output copied out after it,
+/// all on one stream, and the result as the CPU computes it.
+#[test]
+#[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
+fn copies_on_a_copy_engine_of_their_own_order_with_kernels_on_the_compute_channel() {
+    let host = gpu_with(|c| {
+        c.submit.copy_placement = macuda_gsp::CopyPlacement::CopyEngine(2);
+    });
+    let ch = host.call(|s| s.submit.channels()).unwrap();
+    assert_ne!(
+        ch.group, ch.copy_group,
+        "the copy channel has its own group"
+    );
+    let k = kernel(&host, "vector_add.size.fatbin", "vector_add");
+    let n: usize = 16 << 20;
+    let bytes = (n * 4) as u64;
+    let av: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
+    let bv: Vec<f32> = (0..n).map(|i| 3.0 - (i % 777) as f32).collect();
+    let [ha, hb, hc] = [0, 1, 2].map(|_| host.call(|s| s.memory.alloc_host(bytes)).unwrap());
+    let [da, db, dc] = [0, 1, 2].map(|_| host.call(|s| s.memory.alloc_device(bytes)).unwrap());
+    ha.view.as_ref().unwrap().write(0, &floats(&av)).unwrap();
+    hb.view.as_ref().unwrap().write(0, &floats(&bv)).unwrap();
+    hc.view
+        .as_ref()
+        .unwrap()
+        .write(0, &vec![0xFF; n * 4])
+        .unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let copy = |src: u64, dst: u64| {
+        lane.push(LaneItem::Copy {
+            stream,
+            src,
+            dst,
+            bytes,
+        })
+        .unwrap()
+    };
+    let started = Instant::now();
+    copy(ha.va.unwrap(), da.va);
+    copy(hb.va.unwrap(), db.va);
+    let ni = i32::try_from(n).unwrap();
+    let grid = [u32::try_from(n.div_ceil(256)).unwrap(), 1, 1];
+    let l = record(
+        &k,
+        grid,
+        [256, 1, 1],
+        &[
+            &da.va.to_le_bytes(),
+            &db.va.to_le_bytes(),
+            &dc.va.to_le_bytes(),
+            &ni.to_le_bytes(),
+        ],
+    );
+    host.call(|s| s.submit.launch(stream, l)).unwrap();
+    copy(dc.va, hc.va.unwrap());
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let took = started.elapsed();
+    let mut got = vec![0u8; n * 4];
+    hc.view.as_ref().unwrap().read(0, &mut got).unwrap();
+    let out = to_f32(&got);
+    let wrong = (0..n).filter(|&i| out[i] != av[i] + bv[i]).count();
+    assert_eq!(wrong, 0, "{wrong} of {n} floats differ from the CPU's");
+    eprintln!(
+        "copy group {:#x} on copy engine 2: 2 copies in, vector_add of 16M floats, 1 copy out, as the CPU computes, in {took:?}",
+        ch.copy_group.0
+    );
 }
 
 /// Sizes on either side of the page-size boundaries: each must map (RM's
