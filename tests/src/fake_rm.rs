@@ -628,7 +628,6 @@ impl FakeModule {
                 block: d.block,
                 bank0,
             });
-            let mut last = None;
             for r in d.releases.iter().filter(|r| r.enable) {
                 if r.structure_size == StructureSize::OneWord && !r.payload64b {
                     // CAST: a one-word release writes the low word.
@@ -636,12 +635,20 @@ impl FakeModule {
                 } else {
                     self.write_gpu(r.address, &r.payload.to_le_bytes());
                 }
+                if r.structure_size == StructureSize::FourWords {
+                    // A four-word report: the engine's clock after the payload.
+                    let ns = u64::try_from(self.clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    self.write_gpu(r.address + STAMP_CLOCK_OFFSET, &ns.to_le_bytes());
+                }
                 self.gpu_log.push(GpuEvent::Release {
                     address: r.address,
                     value: r.payload,
                 });
-                last = Some((r.address, r.payload));
             }
+            // The chain's own release is the first slot's (the second
+            // carries a profile's report).
+            let first = &d.releases[0];
+            let last = first.enable.then_some((first.address, first.payload));
             if !d.dependents[0].enable {
                 return Some(last);
             }

@@ -672,3 +672,112 @@ fn a_copy_engine_rm_does_not_name_is_refused() {
         "no group left behind"
     );
 }
+
+/// The per-kernel GPU timeline on the fake module: every launch of three
+/// chains, each chain's start and a copy report the engine's clock, none
+/// is missing, a kernel ends no earlier than its chain started and the
+/// kernels of a chain end in order; a sync point is noted. A ring smaller
+/// than the work between sync points is read as it fills, not overwritten.
+#[test]
+fn the_gpu_timeline_stamps_every_launch_copy_and_chain_start() {
+    use macuda_submit::{ProfiledWork, QueueKind};
+    let mut world = KernelWorld::new(Duration::from_secs(10));
+    world.config.submit.chain_depth = 4;
+    world.config.submit.profile_slots = Some(8);
+    let host = world.start();
+    let v = load_vector_add(&host);
+    let bufs: Vec<_> = (0..3)
+        .map(|_| host.call(|s| s.memory.alloc_device(4096)).unwrap())
+        .collect();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    for i in 0..10 {
+        let l = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i);
+        host.call(|s| s.submit.launch(stream, l)).unwrap();
+    }
+    lane.push(LaneItem::Copy {
+        stream,
+        src: bufs[2].va,
+        dst: bufs[1].va,
+        bytes: 4096,
+    })
+    .unwrap();
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let p = host.call(|s| s.submit.profile()).unwrap();
+    assert!(p.stamped);
+    assert_eq!(p.missing, 0, "{p:?}");
+    let kernels: Vec<_> = p
+        .records
+        .iter()
+        .filter_map(|r| match &r.work {
+            ProfiledWork::Kernel {
+                name,
+                chain,
+                position,
+                ..
+            } => Some((name.clone(), *chain, *position, r.gpu_ns.unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kernels.len(), 10, "{p:?}");
+    assert!(kernels.iter().all(|k| k.0 == "vector_add"));
+    let starts: Vec<_> = p
+        .records
+        .iter()
+        .filter_map(|r| match r.work {
+            ProfiledWork::ChainStart { chain } => Some((chain, r.gpu_ns.unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2, 3]);
+    for (chain, start) in &starts {
+        let mine: Vec<_> = kernels.iter().filter(|k| k.1 == *chain).collect();
+        assert!(!mine.is_empty());
+        assert!(mine.iter().all(|k| k.3 >= *start), "chain {chain}");
+        assert!(mine.windows(2).all(|w| w[0].2 < w[1].2 && w[0].3 <= w[1].3));
+    }
+    let copies: Vec<_> = p
+        .records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.work,
+                ProfiledWork::Copy {
+                    bytes: 4096,
+                    fill: false
+                }
+            )
+        })
+        .collect();
+    assert_eq!(copies.len(), 1);
+    assert_eq!(copies[0].queue, QueueKind::Copy);
+    assert!(copies[0].gpu_ns.is_some());
+    assert_eq!(p.syncs.len(), 1);
+    assert!(p.syncs[0].ended_ns >= p.syncs[0].began_ns);
+}
+
+/// Without a profile asked for, QMDs carry no second release and the
+/// report is empty.
+#[test]
+fn without_a_profile_nothing_is_stamped() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let v = load_vector_add(&host);
+    let b = host.call(|s| s.memory.alloc_device(4096)).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    host.call(|s| s.submit.launch(stream, launch(&v, b.va, b.va, b.va, 64)))
+        .unwrap();
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let p = host.call(|s| s.submit.profile()).unwrap();
+    assert!(p.records.is_empty() && p.syncs.is_empty() && !p.stamped);
+    let releases = world
+        .fake
+        .0
+        .lock()
+        .gpu_log
+        .iter()
+        .filter(|e| matches!(e, GpuEvent::Release { .. }))
+        .count();
+    // The chain's tail release, and the copy queue's delivery release.
+    assert!(releases <= 4, "{releases}");
+}

@@ -91,6 +91,18 @@ pub enum Doorbell {
     Usermode(Arc<Usermode>),
 }
 
+impl Doorbell {
+    /// The engine's clock (PTIMER, ns) as the host reads it now, where the
+    /// doorbell page carries it (the kernel module's usermode page); the
+    /// clock semaphore timestamps are written in.
+    pub fn time_ns(&self) -> Option<u64> {
+        match self {
+            Doorbell::Pci(_) => None,
+            Doorbell::Usermode(u) => Some(u.time_ns()),
+        }
+    }
+}
+
 impl std::fmt::Debug for Doorbell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

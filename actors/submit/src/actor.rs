@@ -8,6 +8,7 @@ use crate::lane::{
     EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
 };
 use crate::local::LocalMemory;
+use crate::profile::{Profile, ProfileReport};
 use crate::queue::{Queue, QueueKind};
 use crate::records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};
 use crate::templates::TokenTemplates;
@@ -28,6 +29,7 @@ use std::time::Instant;
 mod binding;
 mod build;
 mod handover;
+mod profiling;
 /// Starting the actor; it builds the struct below, so it lives under it.
 pub(crate) mod setup;
 mod stamps;
@@ -81,6 +83,9 @@ actor_protocol! {
     ReopenChannels => fn reopen_channels() -> Channels;
     /// The channels the queues run on.
     ChannelInfo => fn channels() -> Channels;
+    /// The per-kernel GPU timeline so far (empty unless the config asked
+    /// for one), with every report the queues have passed read.
+    Profile => fn profile() -> ProfileReport;
 }
 
 struct SubmitActor {
@@ -164,6 +169,8 @@ struct SubmitActor {
     recent: std::collections::VecDeque<Submission>,
     tokens: TokenTemplates,
     stats: SubmitStats,
+    /// The per-kernel GPU timeline, when the config asks for one.
+    profile: Option<Profile>,
 }
 
 /// Semaphore memory: two 64-bit timelines, 16 bytes apart, then one stamp
@@ -197,6 +204,7 @@ impl SubmitActor {
                     launches += 1;
                     self.add_launch(
                         l.kernel,
+                        Some(l.stream),
                         &l.grid,
                         &l.block,
                         l.dynamic_shared_bytes,
@@ -356,6 +364,7 @@ impl SubmitService for SubmitActor {
         let wait_before = self.wait_ns;
         let r = self.add_launch(
             launch.kernel,
+            Some(stream),
             &launch.grid,
             &launch.block,
             launch.dynamic_shared_bytes,
@@ -415,6 +424,7 @@ impl SubmitService for SubmitActor {
     }
 
     fn sync_event(&mut self, event: EventId) -> Result<(), SubmitError> {
+        let began = self.profile_now();
         self.drain_lane();
         self.flush_chain_keep_going()?;
         self.at_sync_point()?;
@@ -424,6 +434,9 @@ impl SubmitService for SubmitActor {
         }
         if copy > self.copy_dropped_through {
             self.wait_timeline(QueueKind::Copy, copy)?;
+        }
+        if let Some(began) = began {
+            self.profile_sync(None, began)?;
         }
         Ok(())
     }
@@ -458,6 +471,7 @@ impl SubmitService for SubmitActor {
         if !self.streams.contains(&stream) {
             return Err(SubmitError::NoSuchStream(stream));
         }
+        let began = self.profile_now();
         self.drain_lane();
         self.flush_chain_keep_going()?;
         self.at_sync_point()?;
@@ -474,6 +488,9 @@ impl SubmitService for SubmitActor {
         // The host waited for everything: the next token lines up again.
         self.arena.standstill();
         self.tokens.standstill();
+        if let Some(began) = began {
+            self.profile_sync(Some(stream), began)?;
+        }
         Ok(value)
     }
 
@@ -494,6 +511,10 @@ impl SubmitService for SubmitActor {
 
     fn channels(&mut self) -> Result<Channels, SubmitError> {
         Ok(self.channels)
+    }
+
+    fn profile(&mut self) -> Result<ProfileReport, SubmitError> {
+        self.profile_report()
     }
 
     fn reopen_channels(&mut self) -> Result<Channels, SubmitError> {

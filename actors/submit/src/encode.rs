@@ -510,6 +510,24 @@ impl DeviceFormat {
         q.set(r.payload_lower, payload)?;
         q.set(r.payload_upper, 0)
     }
+
+    /// Profiling: the QMD's second release writes a four-word report (the
+    /// one-word `payload`, then the engine's clock at +8) at `slot` when
+    /// the grid completes. The first release stays the chain tail's.
+    ///
+    /// # Errors
+    /// An address the fields cannot hold.
+    pub fn stamp_qmd(&self, q: &mut Qmd, slot: u64, payload: u32) -> Result<(), FormatError> {
+        let r = &self.qmd.layout().releases[1];
+        q.set(r.enable, 1)?;
+        q.set(r.structure_size, StructureSize::FourWords as u32)?;
+        q.set(r.payload64b, 0)?;
+        let (lo, hi) = split(slot, 0);
+        q.set(r.addr_lower, lo)?;
+        q.set(r.addr_upper, hi)?;
+        q.set(r.payload_lower, payload)?;
+        q.set(r.payload_upper, 0)
+    }
 }
 
 /// The bytes of a QMD as the engine reads them, into `out` (exactly the

@@ -26,6 +26,7 @@ mod error;
 mod events;
 pub mod lane;
 mod local;
+pub mod profile;
 pub mod pushbuf;
 mod queue;
 mod records;
@@ -43,4 +44,6 @@ pub use lane::{
     EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
     INLINE_PARAM_BYTES,
 };
+pub use profile::{ProfileRecord, ProfileReport, ProfiledSync, ProfiledWork};
+pub use queue::QueueKind;
 pub use records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};

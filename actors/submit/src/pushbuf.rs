@@ -135,8 +135,30 @@ impl PushBuffer {
     /// Release `value` at `address` with the engine's clock: the engine
     /// writes the 64-bit payload, then its nanosecond timestamp at +8, once
     /// the work before it is idle (what a timed event records).
+    ///
+    /// # Errors
+    /// An address beyond the field.
     pub fn stamped_release(&mut self, address: u64, value: u64) -> Result<(), FormatError> {
+        self.stamp(address, value, true)
+    }
+
+    /// As [`PushBuffer::stamped_release`], but written as soon as the queue
+    /// reaches it, not after the engine idles: when a queue got somewhere
+    /// (a chain's head about to launch), not when work ended.
+    ///
+    /// # Errors
+    /// An address beyond the field.
+    pub fn reached_stamp(&mut self, address: u64, value: u64) -> Result<(), FormatError> {
+        self.stamp(address, value, false)
+    }
+
+    fn stamp(&mut self, address: u64, value: u64, after_idle: bool) -> Result<(), FormatError> {
         let (hi, lo) = split_address(host::SEM_ADDR_HI::OFFSET, address)?;
+        let wfi = if after_idle {
+            host::SEM_EXECUTE::RELEASE_WFI_EN
+        } else {
+            host::SEM_EXECUTE::RELEASE_WFI_DIS
+        };
         let execute = pack(&[
             (
                 host::SEM_EXECUTE::OPERATION,
@@ -146,10 +168,7 @@ impl PushBuffer {
                 host::SEM_EXECUTE::PAYLOAD_SIZE,
                 host::SEM_EXECUTE::PAYLOAD_SIZE_64BIT,
             ),
-            (
-                host::SEM_EXECUTE::RELEASE_WFI,
-                host::SEM_EXECUTE::RELEASE_WFI_EN,
-            ),
+            (host::SEM_EXECUTE::RELEASE_WFI, wfi),
             (
                 host::SEM_EXECUTE::RELEASE_TIMESTAMP,
                 host::SEM_EXECUTE::RELEASE_TIMESTAMP_EN,

@@ -8,8 +8,9 @@ use crate::timeline::Timeline;
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum QueueKind {
+/// Which of the two hardware queues work goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum QueueKind {
     Compute,
     Copy,
 }

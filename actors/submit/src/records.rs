@@ -73,6 +73,9 @@ pub struct SubmitConfig {
     /// Which channel group the copy channel joins: the compute channel's,
     /// or its own on a copy engine.
     pub copy_placement: CopyPlacement,
+    /// Report slots of the per-kernel GPU timeline (`crate::profile`);
+    /// `None`, the default, profiles nothing.
+    pub profile_slots: Option<u32>,
 }
 
 impl Default for SubmitConfig {
@@ -91,6 +94,7 @@ impl Default for SubmitConfig {
             gpfifo_entries: 1024,
             chain: ChainTuning::default(),
             copy_placement: CopyPlacement::default(),
+            profile_slots: None,
         }
     }
 }

@@ -6,12 +6,13 @@ use super::SubmitActor;
 use crate::arena::ArenaError;
 use crate::encode::{Bank0Slot, LaunchShape, CBANK0_ALIGN, QMD_ALIGN};
 use crate::error::SubmitError;
-use crate::lane::KernelId;
+use crate::lane::{KernelId, StreamId};
 
 impl SubmitActor {
     pub(super) fn add_launch(
         &mut self,
         kernel: KernelId,
+        stream: Option<StreamId>,
         grid: &[u32; 3],
         block: &[u32; 3],
         dynamic_shared_bytes: u32,
@@ -62,6 +63,7 @@ impl SubmitActor {
             })
             .map_err(SubmitError::Arena)?
             .map_err(SubmitError::Format)?;
+        self.profile_launch(kernel, stream, *grid, *block, &mut qmd)?;
         // The previous launch now knows where to hand over to.
         let address = self.descriptor_base + qmd_offset;
         if let Some(mut prev) = self.chain.push(qmd_offset, address, qmd) {

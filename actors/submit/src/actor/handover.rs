@@ -60,6 +60,7 @@ impl SubmitActor {
         if std::mem::take(&mut self.caches_stale) {
             pb.invalidate_shader_caches().map_err(SubmitError::Format)?;
         }
+        self.profile_chain_start(value, &mut pb)?;
         pb.launch_qmd(head).map_err(SubmitError::Format)?;
         self.submit_compute(pb)
     }
@@ -205,6 +206,7 @@ impl SubmitActor {
         self.copy.issued += 1;
         let v = self.copy.issued;
         let mut pb = std::mem::take(&mut self.copy.pending);
+        self.profile_copy(width * height, fill.is_some(), v, &mut pb)?;
         pb.host_semaphore(self.copy.timeline.address, v, false)
             .map_err(SubmitError::Format)?;
         self.compute_waits_for_copy = Some(v);

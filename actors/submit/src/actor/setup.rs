@@ -11,6 +11,7 @@ use crate::error::SubmitError;
 use crate::events::EventTable;
 use crate::lane::LaneConsumer;
 use crate::local::LocalMemory;
+use crate::profile::{Profile, SLOT_BYTES as PROFILE_SLOT_BYTES};
 use crate::pushbuf::PushBuffer;
 use crate::queue::Queue;
 use crate::records::{SubmitConfig, SubmitStats};
@@ -19,10 +20,13 @@ use crate::templates::TokenTemplates;
 use crate::timeline::Timeline;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx};
-use macuda_gsp::{ChannelSetup, CopyPlacement, CpuView, GspHandle, ObjectHandle, RingSpec};
+use macuda_gsp::{
+    ChannelSetup, CopyPlacement, CpuView, Doorbell, GspHandle, ObjectHandle, RingSpec,
+};
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::push::USERD_BYTES;
 use macuda_memory::{DeviceBuffer, DeviceWindow, MemoryHandle};
+use macuda_pci::Capabilities;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
@@ -115,6 +119,31 @@ fn descriptor_mirror(
     }
 }
 
+/// The profile's report ring: pinned host memory the GPU writes and the
+/// CPU reads, where the device executes work and reaches host memory;
+/// elsewhere a profile of host records only.
+fn profile_ring(
+    memory: &MemoryHandle,
+    slots: u32,
+    can: Capabilities,
+    doorbell: &Doorbell,
+) -> Result<Profile, SubmitError> {
+    let slots = u64::from(slots.max(1));
+    if !(can.dma && can.submission) {
+        return Ok(Profile::new(None, slots, None));
+    }
+    let bytes = slots * PROFILE_SLOT_BYTES;
+    let h = memory.alloc_host(bytes).map_err(SubmitError::Memory)?;
+    match (h.va, h.view) {
+        (Some(va), Some(view)) if view.len() >= bytes => {
+            view.write(0, &vec![0; bytes as usize])
+                .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)))?;
+            Ok(Profile::new(Some((va, view)), slots, doorbell.time_ns()))
+        }
+        _ => Err(SubmitError::MirrorUnmapped { bus: 0 }),
+    }
+}
+
 fn ring_specs(r: &Regions, entries: u32, copy_placement: CopyPlacement) -> ChannelSetup {
     let ring_bytes = u64::from(entries) * ENTRY_BYTES;
     let handle = |b: &DeviceBuffer| b.rm_handle.unwrap_or(ObjectHandle::NONE);
@@ -163,6 +192,10 @@ pub fn spawn(
         .ok_or(SubmitError::NoLaunchFormat { sm, compute_class })?;
     format.chain = submit.chain;
     let doorbell = gsp.doorbell().map_err(SubmitError::Gsp)?;
+    let profile = submit
+        .profile_slots
+        .map(|slots| profile_ring(&memory, slots, can, &doorbell))
+        .transpose()?;
     let queue = |name, token, semaphore, ring_address, userd| -> Result<Queue, SubmitError> {
         Ok(Queue {
             name,
@@ -234,6 +267,7 @@ pub fn spawn(
         recent: std::collections::VecDeque::new(),
         tokens: TokenTemplates::default(),
         stats: SubmitStats::default(),
+        profile,
     };
     // Video memory is not zeroed: the timelines start at 0 or a stale
     // value would mark work done that never ran, and USERD starts empty.
