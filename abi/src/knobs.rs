@@ -22,6 +22,9 @@
 //!   of its own on copy engine N (`NV2080_ENGINE_TYPE_COPYn`, as CUDA
 //!   places its copies), or in the compute channel's group (`compute`, the
 //!   default), to compare how copies fare on a GPU many processes share.
+//! - `MACUDA_PROFILE=FILE`: the per-kernel GPU timeline, written at exit
+//!   as a trace-event JSON at FILE (ui.perfetto.dev opens it) and a text
+//!   summary at FILE.txt (`crate::profile_trace`).
 //! - `MACUDA_LOG=FILTER` (as for the `macuda` command): the stack's log on
 //!   stderr, e.g. why a `cudaMalloc` was refused (`warn`, the least that
 //!   says it).
@@ -38,6 +41,7 @@ pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
 pub const SYNC_PATIENCE: &str = "MACUDA_SYNC_PATIENCE";
 pub const COPY_ENGINE: &str = "MACUDA_COPY_ENGINE";
 pub const LOG: &str = "MACUDA_LOG";
+pub const PROFILE: &str = "MACUDA_PROFILE";
 pub const INJECT: &str = "MACUDA_INJECT";
 pub const INJECT_GPU_FAULT: &str = "MACUDA_INJECT_GPU_FAULT";
 
@@ -71,6 +75,8 @@ pub struct Knobs {
     pub sync_launches: bool,
     pub sync_patience: Option<std::time::Duration>,
     pub copy_placement: Option<macuda_gsp::CopyPlacement>,
+    /// Where the GPU timeline goes at exit.
+    pub profile: Option<std::path::PathBuf>,
     pub inject: Option<InjectSpec>,
     /// The launch (1-based) that is made to fault.
     pub gpu_fault_at: Option<u64>,
@@ -136,6 +142,17 @@ impl Knobs {
                     })?,
             }),
         };
+        let profile = match get(PROFILE) {
+            None => None,
+            Some(v) if v.is_empty() => {
+                return Err(KnobError {
+                    name: PROFILE,
+                    value: String::new(),
+                    expected: "a file to write the GPU timeline to",
+                })
+            }
+            Some(v) => Some(std::path::PathBuf::from(v)),
+        };
         let sync_launches = match text(SYNC_LAUNCHES).as_deref().map(str::trim) {
             None | Some("" | "0") => false,
             Some("1") => true,
@@ -164,6 +181,7 @@ impl Knobs {
             sync_launches,
             sync_patience,
             copy_placement,
+            profile,
             inject,
             gpu_fault_at,
         })
@@ -276,6 +294,21 @@ mod tests {
             let e = knobs(&[(COPY_ENGINE, bad)]).unwrap_err();
             assert_eq!((e.name, e.value.as_str()), (COPY_ENGINE, bad));
         }
+    }
+
+    #[test]
+    fn a_profile_file_asks_the_submit_actor_for_a_timeline() {
+        let spec = macuda_pci::DeviceSpec::Null;
+        let k = knobs(&[(PROFILE, "/tmp/t.json")]).unwrap();
+        assert_eq!(
+            k.profile.as_deref(),
+            Some(std::path::Path::new("/tmp/t.json"))
+        );
+        let on = crate::runtime::host_config(spec.clone(), &k);
+        assert_eq!(on.submit.profile_slots, Some(crate::runtime::PROFILE_SLOTS));
+        let off = crate::runtime::host_config(spec, &Knobs::default());
+        assert_eq!(off.submit.profile_slots, None);
+        assert_eq!(knobs(&[(PROFILE, "")]).unwrap_err().name, PROFILE);
     }
 
     #[test]

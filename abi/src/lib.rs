@@ -27,6 +27,7 @@ pub mod launch;
 pub mod launch_log;
 pub mod memory;
 pub mod names;
+pub mod profile_trace;
 pub mod resolve;
 pub mod runtime;
 pub mod state;

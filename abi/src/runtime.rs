@@ -26,6 +26,11 @@ use std::time::Duration;
 
 /// How long a call waits on the actors before the Host gives up on them.
 const DEADLINE: Duration = Duration::from_secs(30);
+/// Report slots of the GPU timeline under `MACUDA_PROFILE` (16 bytes each,
+/// 1 MiB of pinned memory): far more launches than a sync interval of
+/// llama.cpp's holds, so the ring is read before it wraps.
+pub const PROFILE_SLOTS: u32 = 1 << 16;
+
 /// How long exit waits for calls still in flight on other threads.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
@@ -119,6 +124,9 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     }
     if let Some(placement) = knobs.copy_placement {
         config.submit.copy_placement = placement;
+    }
+    if knobs.profile.is_some() {
+        config.submit.profile_slots = Some(PROFILE_SLOTS);
     }
     if let Some(spec) = &knobs.inject {
         spec.install(&config.faults);
@@ -292,7 +300,35 @@ impl Runtime {
             return;
         };
         if let Some(host) = guard.take() {
+            if let Some(path) = &self.knobs.profile {
+                write_profile(&host, path);
+            }
             drop(host.shutdown());
         }
+    }
+}
+
+/// At exit under `MACUDA_PROFILE`: the timeline so far, at `path`.
+fn write_profile(host: &Host, path: &std::path::Path) {
+    let written = host
+        .call(|s| s.submit.profile())
+        .map_err(|e| e.to_string())
+        .and_then(|report| {
+            crate::profile_trace::write(&report, path)
+                .map(|()| report)
+                .map_err(|e| e.to_string())
+        });
+    match written {
+        Ok(r) => eprintln!(
+            "macuda: GPU timeline of {} records ({} reports missing) in {} and {}.txt",
+            r.records.len(),
+            r.missing,
+            path.display(),
+            path.display()
+        ),
+        Err(e) => eprintln!(
+            "macuda: the GPU timeline was not written to {}: {e}",
+            path.display()
+        ),
     }
 }

@@ -308,6 +308,34 @@ fn the_synchronous_mode_and_a_short_chain_launch_the_same() {
     }
 }
 
+/// `MACUDA_PROFILE` under a real program: its output and launches are as
+/// without it, and at exit the timeline is written, a trace-event JSON
+/// with a kernel record per launch the log saw and a summary beside it
+/// (on the null device the records are the host's: nothing runs to report
+/// a clock).
+#[test]
+fn a_profile_is_written_at_exit_without_changing_what_the_program_does() {
+    let plain = run("basics");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("basics.json");
+    let r = run_with("basics", &[("MACUDA_PROFILE", trace.to_str().unwrap())]);
+    assert_eq!(r.stdout, plain.stdout);
+    assert_eq!(r.launches, plain.launches);
+    let t: Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let pushes = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["name"].as_str().is_some_and(|n| n.starts_with("push ")))
+        .count();
+    assert_eq!(pushes, plain.launches.len(), "a push noted per launch");
+    let summary = std::fs::read_to_string(dir.path().join("basics.json.txt")).unwrap();
+    assert!(
+        summary.contains("0 reports missing (the device executes nothing"),
+        "{summary}"
+    );
+}
+
 #[test]
 fn a_knob_that_does_not_parse_stops_the_runtime_and_says_which() {
     let out = Command::new(programs().join("basics"))
