@@ -10,7 +10,11 @@
 #
 # TOKENS (default 64) tokens after the prompt PROMPT; OURS_ENV as for
 # ops.sh. Writes OUTDIR/decode-NAME.SIDE.RUN.{txt,err} and appends a line
-# per model to OUTDIR/decode.txt. Exit 0 when every text is identical.
+# per model to OUTDIR/decode.txt. One more run of ours per model has the
+# GPU timeline on (MACUDA_PROFILE=OUTDIR/profile-NAME.json): its text must
+# be stock's too, and the summary line says how many reports it read and
+# how many were missing (PROFILE=0 leaves it out). Exit 0 when every text
+# is identical and no report went missing.
 set -u
 build=$1
 lib=$2
@@ -46,6 +50,24 @@ for model in "$@"; do
       done
     done
   done
+  profile_note=
+  if [ "${PROFILE:-1}" != 0 ]; then
+    f=$out/decode-$name.ours-profiled.1
+    trace=$out/profile-$name.json
+    env "${ours_env[@]}" MACUDA_PROFILE="$trace" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
+      timeout --kill-after=5 300 "$bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" >"$f.txt" 2>"$f.err"
+    echo "$?" >"$f.rc"
+    runs+=("$f")
+    written=$(grep -m1 "GPU timeline of" "$f.err")
+    missing=$(sed -n 's/.*(\([0-9]*\) reports missing).*/\1/p' <<<"$written")
+    profile_note="; profiled: ${written:-no timeline written}"
+    if [ "${missing:-x}" != 0 ]; then
+      bad=$((bad + 1))
+    fi
+    [ -s "$trace.txt" ] && head -3 "$trace.txt" | sed 's/^/    /' >"$f.summary"
+    # Compressed, so the gate's archive carries every model's trace.
+    [ -s "$trace" ] && gzip -f "$trace"
+  fi
   ref=${runs[0]}
   same=0
   differ=()
@@ -66,8 +88,9 @@ for model in "$@"; do
   done
   speed_s=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.stock-graphs-on.1.err" | head -1)
   speed_o=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.ours-graphs-on.1.err" | head -1)
-  echo "$name: ${decoded:-?} tokens; $same of ${#runs[@]} runs print stock's text byte for byte (llama-simple t/s: stock ${speed_s:-?}, ours ${speed_o:-?})" \
+  echo "$name: ${decoded:-?} tokens; $same of ${#runs[@]} runs print stock's text byte for byte (llama-simple t/s: stock ${speed_s:-?}, ours ${speed_o:-?})$profile_note" \
     | tee -a "$summary"
+  [ -s "$out/decode-$name.ours-profiled.1.summary" ] && tee -a "$summary" <"$out/decode-$name.ours-profiled.1.summary"
   if [ ${#differ[@]} -gt 0 ]; then
     bad=$((bad + 1))
     printf '    differs: %s\n' "${differ[@]}" | tee -a "$summary"
