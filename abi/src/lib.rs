@@ -17,6 +17,7 @@
 //! `memory`, `work`, `launch`, `graph`); the C entry points (`api`).
 
 pub mod api;
+pub mod call_spans;
 pub mod device;
 pub mod embed;
 pub mod error;

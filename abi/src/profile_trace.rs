@@ -8,7 +8,11 @@
 //! start is inferred the same way on the copy queue. Host pushes and sync
 //! points are on the host's clock; the two clocks are aligned by the
 //! engine's clock read at the profile's start, where the device has one.
+//! The caller's time in our entry points (`crate::call_spans`) goes on the
+//! host's side of the trace, and the summary splits the GPU's idle at
+//! sync points by whose turn it was.
 
+use crate::call_spans::CallSpan;
 use cpp_demangle::{DemangleOptions, Symbol};
 use macuda_submit::{ProfileRecord, ProfileReport, ProfiledWork, QueueKind};
 use serde_json::{json, Value};
@@ -24,6 +28,10 @@ const COPY_TID: u32 = 2;
 /// Host thread of sync points; streams' pushes go on tid = 100 + stream.
 const SYNC_TID: u32 = 1;
 const STREAM_TID_BASE: u32 = 100;
+/// The caller's threads in our entry points: tid = 200 + thread.
+const CALLER_TID_BASE: u32 = 200;
+/// Entry points the summary names by the caller's time in them.
+const TOP_CALLS: usize = 12;
 /// Kernels the summary names by time.
 const TOP_KERNELS: usize = 15;
 
@@ -107,7 +115,7 @@ fn us(ns: f64) -> f64 {
 }
 
 /// The Chrome trace-event document.
-pub fn chrome_trace(report: &ProfileReport) -> Value {
+pub fn chrome_trace(report: &ProfileReport, calls: &[CallSpan]) -> Value {
     let mut events = vec![
         json!({"ph": "M", "pid": GPU_PID, "name": "process_name", "args": {"name": "GPU"}}),
         json!({"ph": "M", "pid": GPU_PID, "tid": COMPUTE_TID, "name": "thread_name", "args": {"name": "compute queue"}}),
@@ -163,6 +171,21 @@ pub fn chrome_trace(report: &ProfileReport) -> Value {
             "args": {"stream": s.stream.map(|x| x.0)},
         }));
     }
+    let mut threads: Vec<u32> = calls.iter().map(|c| c.thread).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    for t in threads {
+        events.push(
+            json!({"ph": "M", "pid": HOST_PID, "tid": CALLER_TID_BASE + t, "name": "thread_name",
+                           "args": {"name": format!("caller thread {t} in the runtime")}}),
+        );
+    }
+    for c in calls {
+        events.push(json!({
+            "ph": "X", "pid": HOST_PID, "tid": CALLER_TID_BASE + c.thread, "name": c.name,
+            "ts": us(c.began_ns as f64), "dur": us(c.ended_ns.saturating_sub(c.began_ns) as f64),
+        }));
+    }
     json!({
         "traceEvents": events,
         "displayTimeUnit": "ns",
@@ -190,9 +213,37 @@ pub struct Summary {
     pub boundary_idle_ns: f64,
     /// (name, launches, total ns), most time first.
     pub top: Vec<(String, usize, f64)>,
+    /// Of the idle at sync points: the caller inside our entry points
+    /// (any thread), and outside them (its own code).
+    pub boundary_in_calls_ns: f64,
+    pub boundary_in_caller_ns: f64,
+    /// Of the idle at sync points, by the entry point the caller was in
+    /// (name, ns), most first.
+    pub boundary_by_call: Vec<(&'static str, f64)>,
+    /// The caller's time in our entry points: (name, calls, total ns),
+    /// most time first.
+    pub calls: Vec<(&'static str, usize, f64)>,
 }
 
-pub fn summarize(report: &ProfileReport) -> Summary {
+/// How much of `[from, to)` the spans cover, counted once where they
+/// overlap (`spans` sorted by start).
+fn covered(spans: &[(f64, f64)], from: f64, to: f64) -> f64 {
+    let mut total = 0.0;
+    let mut reach = from;
+    for &(a, b) in spans {
+        if a >= to {
+            break;
+        }
+        let (a, b) = (a.max(reach), b.min(to));
+        if b > a {
+            total += b - a;
+            reach = b;
+        }
+    }
+    total
+}
+
+pub fn summarize(report: &ProfileReport, calls: &[CallSpan]) -> Summary {
     let spans = spans(report);
     let kernels: Vec<&Span> = spans
         .iter()
@@ -208,6 +259,12 @@ pub fn summarize(report: &ProfileReport) -> Summary {
     if let (Some(first), Some(last)) = (kernels.first(), kernels.last()) {
         s.span_ns = last.end_ns - first.start_ns;
     }
+    let mut call_spans: Vec<(f64, f64)> = calls
+        .iter()
+        .map(|c| (c.began_ns as f64, c.ended_ns as f64))
+        .collect();
+    call_spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut by_call: BTreeMap<&'static str, f64> = BTreeMap::new();
     // Gaps between one chain's last kernel and the next chain's first.
     for w in kernels.windows(2) {
         let (a, b) = (w[0], w[1]);
@@ -226,6 +283,16 @@ pub fn summarize(report: &ProfileReport) -> Summary {
             .any(|y| y.ended_ns >= a.record.pushed_ns && y.ended_ns <= b.record.pushed_ns);
         if sync_between {
             s.boundary_idle_ns += gap;
+            let (from, to) = (a.end_ns, a.end_ns + gap);
+            let inside = covered(&call_spans, from, to);
+            s.boundary_in_calls_ns += inside;
+            s.boundary_in_caller_ns += gap - inside;
+            for c in calls {
+                let o = (c.ended_ns as f64).min(to) - (c.began_ns as f64).max(from);
+                if o > 0.0 {
+                    *by_call.entry(c.name).or_default() += o;
+                }
+            }
         } else {
             s.seam_idle_ns += gap;
         }
@@ -241,12 +308,23 @@ pub fn summarize(report: &ProfileReport) -> Summary {
     s.top = by_name.into_iter().map(|(n, (c, t))| (n, c, t)).collect();
     s.top.sort_by(|a, b| b.2.total_cmp(&a.2));
     s.top.truncate(TOP_KERNELS);
+    s.boundary_by_call = by_call.into_iter().collect();
+    s.boundary_by_call.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut per_call: BTreeMap<&'static str, (usize, f64)> = BTreeMap::new();
+    for c in calls {
+        let e = per_call.entry(c.name).or_default();
+        e.0 += 1;
+        e.1 += c.ended_ns.saturating_sub(c.began_ns) as f64;
+    }
+    s.calls = per_call.into_iter().map(|(n, (k, t))| (n, k, t)).collect();
+    s.calls.sort_by(|a, b| b.2.total_cmp(&a.2));
+    s.calls.truncate(TOP_CALLS);
     s
 }
 
 /// The summary as text.
-pub fn summary_text(report: &ProfileReport) -> String {
-    let s = summarize(report);
+pub fn summary_text(report: &ProfileReport, calls: &[CallSpan]) -> String {
+    let s = summarize(report, calls);
     let pct = |part: f64| {
         if s.span_ns > 0.0 {
             100.0 * part / s.span_ns
@@ -274,6 +352,26 @@ pub fn summary_text(report: &ProfileReport) -> String {
         us(s.boundary_idle_ns),
         pct(s.boundary_idle_ns),
     );
+    if !calls.is_empty() {
+        out.push_str(&format!(
+            "of the idle at sync points: the caller in our entry points {:.1} us, in its own code {:.1} us; by entry point:",
+            us(s.boundary_in_calls_ns),
+            us(s.boundary_in_caller_ns),
+        ));
+        for (name, ns) in &s.boundary_by_call {
+            out.push_str(&format!(" {name} {:.1} us;", us(*ns)));
+        }
+        out.push('\n');
+        out.push_str("the caller's time in our entry points:\n");
+        for (name, count, ns) in &s.calls {
+            out.push_str(&format!(
+                "  {:>10.1} us  {:>6} x {:>8.2} us  {name}\n",
+                us(*ns),
+                count,
+                us(*ns / *count as f64),
+            ));
+        }
+    }
     out.push_str("top kernels by GPU time (start inferred from the one before in its chain):\n");
     for (name, count, ns) in &s.top {
         out.push_str(&format!(
@@ -290,12 +388,12 @@ pub fn summary_text(report: &ProfileReport) -> String {
 ///
 /// # Errors
 /// Either file not written.
-pub fn write(report: &ProfileReport, path: &Path) -> std::io::Result<()> {
-    let trace = serde_json::to_vec(&chrome_trace(report)).map_err(std::io::Error::other)?;
+pub fn write(report: &ProfileReport, calls: &[CallSpan], path: &Path) -> std::io::Result<()> {
+    let trace = serde_json::to_vec(&chrome_trace(report, calls)).map_err(std::io::Error::other)?;
     std::fs::write(path, trace)?;
     let mut txt = path.as_os_str().to_owned();
     txt.push(".txt");
-    std::fs::write(txt, summary_text(report))
+    std::fs::write(txt, summary_text(report, calls))
 }
 
 #[cfg(test)]
@@ -373,6 +471,43 @@ mod tests {
         }
     }
 
+    /// The caller across the sync of `report()`: in cudaStreamSynchronize
+    /// until 2,100, in its own code, then in cudaGraphLaunch from 4,000.
+    fn calls() -> Vec<CallSpan> {
+        let span = |name, began_ns, ended_ns| CallSpan {
+            name,
+            thread: 1,
+            began_ns,
+            ended_ns,
+        };
+        vec![
+            span("cudaStreamSynchronize", 90, 2_100),
+            span("cudaGraphLaunch", 4_000, 5_020),
+        ]
+    }
+
+    #[test]
+    fn the_idle_at_a_sync_point_is_split_by_whose_turn_it_was() {
+        let s = summarize(&report(), &calls());
+        // The gap is 1600 -> 6000: the sync until 2100 (500), the caller's
+        // own code 2100 -> 4000 (1900), the graph launch 4000 -> 5020
+        // (1020), then no one until the chain started at 6000 (980).
+        assert_eq!(s.boundary_idle_ns, 4400.0);
+        assert_eq!(s.boundary_in_calls_ns, 1520.0);
+        assert_eq!(s.boundary_in_caller_ns, 2880.0);
+        assert_eq!(
+            s.boundary_by_call,
+            [
+                ("cudaGraphLaunch", 1020.0),
+                ("cudaStreamSynchronize", 500.0)
+            ]
+        );
+        assert_eq!(s.calls[0], ("cudaStreamSynchronize", 1, 2010.0));
+        let text = summary_text(&report(), &calls());
+        assert!(text.contains("in its own code 2.9 us"), "{text}");
+        assert!(text.contains("cudaGraphLaunch 1.0 us"), "{text}");
+    }
+
     #[test]
     fn kernels_start_where_their_chain_or_the_one_before_them_left_off() {
         let s = spans(&report());
@@ -394,13 +529,13 @@ mod tests {
 
     #[test]
     fn the_summary_splits_idle_into_seams_and_sync_points_and_ranks_kernels() {
-        let s = summarize(&report());
+        let s = summarize(&report(), &[]);
         assert_eq!((s.kernels, s.copies, s.missing), (4, 1, 0));
         assert_eq!(s.kernel_ns, 100.0 + 200.0 + 100.0 + 100.0);
         assert_eq!(s.seam_idle_ns, 200.0, "1300 -> 1500 inside the token");
         assert_eq!(s.boundary_idle_ns, 4400.0, "1600 -> 6000 across the sync");
         assert_eq!(s.top[0], ("rmsnorm".to_string(), 3, 300.0));
-        let text = summary_text(&report());
+        let text = summary_text(&report(), &[]);
         assert!(
             text.contains("4 kernels, 1 copies, 0 reports missing"),
             "{text}"
@@ -409,7 +544,7 @@ mod tests {
 
     #[test]
     fn the_trace_is_trace_event_json_with_demangled_names() {
-        let t = chrome_trace(&report());
+        let t = chrome_trace(&report(), &calls());
         let events = t["traceEvents"].as_array().unwrap();
         let kernel_events: Vec<&Value> = events
             .iter()
@@ -421,6 +556,12 @@ mod tests {
         assert_eq!(kernel_events[0]["ts"], 1.0);
         assert_eq!(kernel_events[0]["dur"], 0.1);
         assert!(events.iter().any(|e| e["name"] == "sync" && e["ph"] == "X"));
+        let graph_launch = events
+            .iter()
+            .find(|e| e["name"] == "cudaGraphLaunch")
+            .unwrap();
+        assert_eq!(graph_launch["tid"], CALLER_TID_BASE + 1);
+        assert_eq!(graph_launch["ts"], 4.0);
         assert_eq!(t["otherData"]["missing_reports"], 0);
         // Round trip as JSON text.
         let text = serde_json::to_string(&t).unwrap();
@@ -432,7 +573,7 @@ mod tests {
     fn write_puts_the_trace_and_the_summary_side_by_side() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("decode.json");
-        write(&report(), &path).unwrap();
+        write(&report(), &calls(), &path).unwrap();
         let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert!(trace["traceEvents"].is_array());
         let txt = std::fs::read_to_string(dir.path().join("decode.json.txt")).unwrap();

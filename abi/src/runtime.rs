@@ -154,6 +154,9 @@ fn start() -> Result<Runtime, CudaError> {
         );
         CudaError::INITIALIZATION_ERROR
     })?;
+    if knobs.profile.is_some() {
+        crate::call_spans::enable();
+    }
     let mut rt = over_or_say(host)?;
     rt.knobs = knobs;
     register_exit();
@@ -314,7 +317,7 @@ fn write_profile(host: &Host, path: &std::path::Path) {
         .call(|s| s.submit.profile())
         .map_err(|e| e.to_string())
         .and_then(|report| {
-            crate::profile_trace::write(&report, path)
+            crate::profile_trace::write(&report, &crate::call_spans::recorded(), path)
                 .map(|()| report)
                 .map_err(|e| e.to_string())
         });

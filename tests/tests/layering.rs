@@ -235,6 +235,7 @@ const ABI_LAYERS: &[(&str, &[&str])] = &[
             "types",
             "hash",
             "names",
+            "call_spans",
             "profile_trace",
             "launch_log",
             "device",

@@ -183,6 +183,7 @@ pub unsafe extern "C" fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> 
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceSynchronize() -> CudaError {
+    let _timed = crate::call_spans::time("cudaDeviceSynchronize");
     guard(|| runtime()?.synchronize_all())
 }
 

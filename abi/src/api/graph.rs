@@ -9,6 +9,7 @@ use std::ffi::{c_int, c_ulonglong};
 
 #[no_mangle]
 pub extern "C" fn cudaStreamBeginCapture(stream: Handle, mode: c_int) -> CudaError {
+    let _timed = crate::call_spans::time("cudaStreamBeginCapture");
     guard(|| graph::begin(runtime()?, stream as usize, mode))
 }
 
@@ -16,6 +17,7 @@ pub extern "C" fn cudaStreamBeginCapture(stream: Handle, mode: c_int) -> CudaErr
 /// `graph_out` is null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamEndCapture(stream: Handle, graph_out: *mut Handle) -> CudaError {
+    let _timed = crate::call_spans::time("cudaStreamEndCapture");
     guard(|| {
         // SAFETY: the caller's promise.
         let g = unsafe { out(graph_out) }?;
@@ -66,6 +68,7 @@ pub unsafe extern "C" fn cudaGraphInstantiate(
     graph_h: Handle,
     _flags: c_ulonglong,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaGraphInstantiate");
     guard(|| {
         // SAFETY: the caller's promise.
         let e = unsafe { out(exec) }?;
@@ -84,6 +87,7 @@ pub unsafe extern "C" fn cudaGraphInstantiateWithFlags(
     graph_h: Handle,
     flags_: c_ulonglong,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaGraphInstantiateWithFlags");
     // SAFETY: passed on.
     unsafe { cudaGraphInstantiate(exec, graph_h, flags_) }
 }
@@ -96,6 +100,7 @@ pub unsafe extern "C" fn cudaGraphExecUpdate(
     graph_h: Handle,
     info: *mut GraphExecUpdateResultInfo,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaGraphExecUpdate");
     guard(|| {
         let rt = runtime()?;
         let (e, g) = (
@@ -115,6 +120,7 @@ pub unsafe extern "C" fn cudaGraphExecUpdate(
 
 #[no_mangle]
 pub extern "C" fn cudaGraphLaunch(exec: Handle, stream: Handle) -> CudaError {
+    let _timed = crate::call_spans::time("cudaGraphLaunch");
     guard(|| {
         let rt = runtime()?;
         let e = rt.graphs.exec(exec as usize)?;

@@ -108,6 +108,7 @@ pub unsafe extern "C" fn cudaLaunchKernel(
     shared: usize,
     stream: Handle,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaLaunchKernel");
     guard(|| {
         let rt = runtime()?;
         // SAFETY: the launch contract, passed on.
@@ -136,6 +137,7 @@ pub unsafe extern "C" fn cudaLaunchKernel_ptsz(
     shared: usize,
     stream: Handle,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaLaunchKernel_ptsz");
     // SAFETY: passed on.
     unsafe { cudaLaunchKernel(func, grid, block, args, shared, stream) }
 }
@@ -152,6 +154,7 @@ pub unsafe extern "C" fn cudaLaunchKernelExC(
     func: *const c_void,
     args: *mut *mut c_void,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaLaunchKernelExC");
     guard(|| {
         // SAFETY: the caller's promise.
         let c = unsafe { config.as_ref() }.ok_or(CudaError::INVALID_VALUE)?;

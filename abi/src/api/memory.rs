@@ -218,6 +218,7 @@ pub extern "C" fn cudaMemcpy(
     bytes: usize,
     kind: c_int,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaMemcpy");
     guard(|| memcpy(dst as usize, src as usize, bytes, kind, 0, true))
 }
 
@@ -229,6 +230,7 @@ pub extern "C" fn cudaMemcpyAsync(
     kind: c_int,
     stream: Handle,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaMemcpyAsync");
     guard(|| {
         memcpy(
             dst as usize,
@@ -321,6 +323,7 @@ pub extern "C" fn cudaMemcpy2D(
     height: usize,
     kind: c_int,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaMemcpy2D");
     guard(|| copy2d(dst, dpitch, src, spitch, width, height, kind, 0, true))
 }
 
@@ -336,6 +339,7 @@ pub extern "C" fn cudaMemcpy2DAsync(
     kind: c_int,
     stream: Handle,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaMemcpy2DAsync");
     guard(|| {
         copy2d(
             dst,
@@ -371,6 +375,7 @@ fn fill(
 
 #[no_mangle]
 pub extern "C" fn cudaMemset(dst: *mut c_void, value: c_int, bytes: usize) -> CudaError {
+    let _timed = crate::call_spans::time("cudaMemset");
     guard(|| fill(dst, value, bytes, 0, true))
 }
 
@@ -381,6 +386,7 @@ pub extern "C" fn cudaMemsetAsync(
     bytes: usize,
     stream: Handle,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaMemsetAsync");
     guard(|| fill(dst, value, bytes, stream as usize, false))
 }
 

@@ -64,6 +64,7 @@ pub extern "C" fn cudaStreamDestroy(stream: Handle) -> CudaError {
 
 #[no_mangle]
 pub extern "C" fn cudaStreamSynchronize(stream: Handle) -> CudaError {
+    let _timed = crate::call_spans::time("cudaStreamSynchronize");
     guard(|| {
         let rt = runtime()?;
         let s = rt.streams.get(stream as usize)?;
@@ -80,6 +81,7 @@ pub extern "C" fn cudaStreamSynchronize(stream: Handle) -> CudaError {
 /// queues, so that is the question).
 #[no_mangle]
 pub extern "C" fn cudaStreamQuery(stream: Handle) -> CudaError {
+    let _timed = crate::call_spans::time("cudaStreamQuery");
     guard(|| {
         let rt = runtime()?;
         let s = rt.streams.get(stream as usize)?;
@@ -132,6 +134,7 @@ pub unsafe extern "C" fn cudaStreamGetPriority(stream: Handle, priority: *mut c_
 
 #[no_mangle]
 pub extern "C" fn cudaStreamWaitEvent(stream: Handle, event: Handle, _flags: c_uint) -> CudaError {
+    let _timed = crate::call_spans::time("cudaStreamWaitEvent");
     guard(|| {
         let rt = runtime()?;
         if graph::join(rt, stream as usize, event as usize)? {
@@ -182,6 +185,7 @@ pub extern "C" fn cudaEventDestroy(event: Handle) -> CudaError {
 
 #[no_mangle]
 pub extern "C" fn cudaEventRecord(event: Handle, stream: Handle) -> CudaError {
+    let _timed = crate::call_spans::time("cudaEventRecord");
     guard(|| {
         let rt = runtime()?;
         rt.events.get(event as usize)?;
@@ -195,11 +199,13 @@ pub extern "C" fn cudaEventRecordWithFlags(
     stream: Handle,
     _flags: c_uint,
 ) -> CudaError {
+    let _timed = crate::call_spans::time("cudaEventRecordWithFlags");
     cudaEventRecord(event, stream)
 }
 
 #[no_mangle]
 pub extern "C" fn cudaEventQuery(event: Handle) -> CudaError {
+    let _timed = crate::call_spans::time("cudaEventQuery");
     guard(|| {
         let rt = runtime()?;
         let e = rt.events.get(event as usize)?;
@@ -214,6 +220,7 @@ pub extern "C" fn cudaEventQuery(event: Handle) -> CudaError {
 
 #[no_mangle]
 pub extern "C" fn cudaEventSynchronize(event: Handle) -> CudaError {
+    let _timed = crate::call_spans::time("cudaEventSynchronize");
     guard(|| {
         let rt = runtime()?;
         let e = rt.events.get(event as usize)?;

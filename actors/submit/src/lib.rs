@@ -44,6 +44,8 @@ pub use lane::{
     EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
     INLINE_PARAM_BYTES,
 };
-pub use profile::{ProfileRecord, ProfileReport, ProfiledSync, ProfiledWork};
+pub use profile::{
+    host_clock_ns, host_ns_at, ProfileRecord, ProfileReport, ProfiledSync, ProfiledWork,
+};
 pub use queue::QueueKind;
 pub use records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};

@@ -9,7 +9,23 @@ use crate::lane::{KernelId, StreamId};
 use crate::queue::QueueKind;
 use macuda_gsp::CpuView;
 use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
 use std::time::Instant;
+
+/// The process's profile clock: host times in every record, sync point and
+/// the runtime's own API spans count from here, so that one trace can set
+/// what the caller did beside what the actor and the GPU did.
+static HOST_EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// Host nanoseconds since the process's profile clock started.
+pub fn host_clock_ns() -> u64 {
+    host_ns_at(Instant::now())
+}
+
+/// An instant on the profile clock.
+pub fn host_ns_at(t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(*HOST_EPOCH).as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// Bytes of one report slot: the payload's 8 bytes, then the timestamp's.
 pub const SLOT_BYTES: u64 = 16;
@@ -43,7 +59,8 @@ pub struct ProfileRecord {
     pub work: ProfiledWork,
     pub stream: Option<StreamId>,
     pub queue: QueueKind,
-    /// Host nanoseconds since the profile began, when the work was built.
+    /// Host nanoseconds on the profile clock ([`host_clock_ns`]) when the
+    /// work was built.
     pub pushed_ns: u64,
     /// The engine's clock (ns) when the work completed (a chain start: when
     /// the queue reached it); `None` while unread, or if the report never
@@ -67,8 +84,8 @@ pub struct ProfileReport {
     pub syncs: Vec<ProfiledSync>,
     /// Work whose queue passed it but whose slot did not hold its report.
     pub missing: u64,
-    /// The engine's clock at the profile's start (host time zero), where
-    /// the device has a clock the host can read.
+    /// The engine's clock at the profile clock's zero, where the device has
+    /// a clock the host can read.
     pub gpu_epoch_ns: Option<u64>,
     /// Whether reports were asked of the GPU at all (not on a device that
     /// executes nothing).
@@ -89,7 +106,6 @@ pub struct Profile {
     view: Option<CpuView>,
     slots: u64,
     next_serial: u64,
-    started: Instant,
     pending: Vec<Pending>,
     report: ProfileReport,
 }
@@ -97,7 +113,10 @@ pub struct Profile {
 impl Profile {
     /// A profile over a ring of `slots` reports at `ring_va` that the CPU
     /// reads through `view`, or with neither (host records only).
-    pub fn new(ring: Option<(u64, CpuView)>, slots: u64, gpu_epoch_ns: Option<u64>) -> Profile {
+    /// `gpu_now_ns` is the engine's clock read just now, where there is one.
+    pub fn new(ring: Option<(u64, CpuView)>, slots: u64, gpu_now_ns: Option<u64>) -> Profile {
+        // The engine's clock at the host clock's zero.
+        let gpu_epoch_ns = gpu_now_ns.map(|g| g.saturating_sub(host_clock_ns()));
         let stamped = ring.is_some();
         let (ring_va, view) = ring.map_or((None, None), |(va, v)| (Some(va), Some(v)));
         Profile {
@@ -105,7 +124,6 @@ impl Profile {
             view,
             slots: slots.max(1),
             next_serial: 1,
-            started: Instant::now(),
             pending: Vec::new(),
             report: ProfileReport {
                 gpu_epoch_ns,
@@ -115,9 +133,9 @@ impl Profile {
         }
     }
 
-    /// Host nanoseconds since the profile began.
+    /// Host nanoseconds on the process's profile clock.
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        host_clock_ns()
     }
 
     /// Note new work; returns its serial and, where there is a ring, the
