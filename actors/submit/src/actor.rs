@@ -129,9 +129,8 @@ struct SubmitActor {
     waker: Waker,
     arena: DescriptorArena,
     descriptor_base: u64,
-    /// GPU address the copy engine reads the mirror at (0 on the null
-    /// device, which never runs the copies).
-    mirror_va: u64,
+    /// How a flushed chain's descriptors reach video memory.
+    delivery: Delivery,
     commands: CommandRegion,
     compute: Queue,
     copy: Queue,
@@ -183,6 +182,23 @@ const STAMP_CLOCK_OFFSET: u64 = 8;
 pub const TIMED_EVENTS: u32 = 4096;
 const SEMAPHORE_BYTES: u64 = STAMPS_OFFSET + TIMED_EVENTS as u64 * STAMP_BYTES;
 const COPY_SEMAPHORE_OFFSET: u64 = 16;
+
+/// How a flushed chain's descriptors reach the video memory the engine
+/// reads them from.
+pub(crate) enum Delivery {
+    /// Stored by the CPU through a mapping of the descriptor region (the
+    /// kernel module maps video memory at memory speed), before the chain
+    /// is handed over, as command buffers are: the chain waits for nothing.
+    /// On the H200 the copy-engine way left the compute queue idle about a
+    /// millisecond a token, its chain heads waiting on the copy queue.
+    Mapped(DeviceWindow),
+    /// Copied by the copy engine from the mirror in pinned host memory at
+    /// `mirror_va` (where the CPU reaches video memory only through a
+    /// transport, store by store: the seed's Thunderbolt link); the chain's
+    /// head waits for that copy on the copy queue. `mirror_va` is 0 on a
+    /// device without DMA, which never runs the copies.
+    CopyEngine { mirror_va: u64 },
+}
 
 impl SubmitActor {
     fn drain_lane(&mut self) -> bool {

@@ -3,7 +3,7 @@
 //! doorbell; what never reached an engine forgotten.
 
 use super::waits::latch_fault;
-use super::{SubmitActor, KEEP_SUBMISSIONS};
+use super::{Delivery, SubmitActor, KEEP_SUBMISSIONS};
 use crate::command::CommandSpan;
 use crate::error::SubmitError;
 use crate::pushbuf::PushBuffer;
@@ -37,13 +37,15 @@ impl SubmitActor {
         self.stats.chains += 1;
         self.stats.flushes += 1;
 
-        // Deliver: shadow -> mirror (host), mirror -> video memory (copy
-        // engine), then a copy-queue release the compute queue waits for.
+        // Deliver: shadow -> mirror (host), mirror -> video memory (by the
+        // CPU, or by the copy engine behind a release the compute queue
+        // then waits for).
         self.chain_flush = Some("delivering a chain's descriptors");
         let delivered = self.deliver(value);
         self.chain_flush = None;
-        let copy_value = delivered?;
-        self.compute_waits_for_copy = Some(copy_value);
+        if let Some(copy_value) = delivered? {
+            self.compute_waits_for_copy = Some(copy_value);
+        }
         let mut pb = std::mem::take(&mut self.compute.pending);
         if let Some(v) = self.compute_waits_for_copy.take() {
             pb.host_semaphore(self.copy.timeline.address, v, true)
@@ -65,14 +67,38 @@ impl SubmitActor {
         self.submit_compute(pb)
     }
 
-    pub(super) fn deliver(&mut self, retire_at: u64) -> Result<u64, SubmitError> {
+    /// Deliver the flushed descriptors; returns the copy-queue value the
+    /// chain must wait for when the copy engine carries them.
+    pub(super) fn deliver(&mut self, retire_at: u64) -> Result<Option<u64>, SubmitError> {
         let plan = self.arena.flush(retire_at);
         self.stats.descriptor_bytes += plan.payload_bytes;
         self.stats.descriptor_patches += plan.patches.len() as u64;
+        let mirror_va = match &self.delivery {
+            Delivery::Mapped(window) => {
+                let mirror = self.arena.mirror();
+                for p in &plan.patches {
+                    let at = window
+                        .offset_of(self.descriptor_base + p.offset, p.len)
+                        .ok_or(SubmitError::Invariant {
+                            reason: "a descriptor patch lies outside the descriptor window",
+                        })?;
+                    // CAST: offsets inside the mirror, which is in memory.
+                    let bytes = &mirror[p.offset as usize..(p.offset + p.len) as usize];
+                    window
+                        .view
+                        .write(at, bytes)
+                        .map_err(|e| SubmitError::Memory(macuda_memory::MemoryError::View(e)))?;
+                }
+                // Ordered before the hand-over by the fence that comes
+                // before GP_PUT moves.
+                return Ok(None);
+            }
+            Delivery::CopyEngine { mirror_va } => *mirror_va,
+        };
         let mut pb = std::mem::take(&mut self.copy.pending);
         for p in &plan.patches {
             pb.copy(
-                self.mirror_va + p.offset,
+                mirror_va + p.offset,
                 0,
                 self.descriptor_base + p.offset,
                 0,
@@ -87,7 +113,7 @@ impl SubmitActor {
         pb.host_semaphore(self.copy.timeline.address, v, false)
             .map_err(SubmitError::Format)?;
         self.submit(QueueKind::Copy, pb)?;
-        Ok(v)
+        Ok(Some(v))
     }
 
     /// The only way work reaches the compute queue.

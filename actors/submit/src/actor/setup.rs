@@ -2,7 +2,9 @@
 //! windows it streams into, the descriptor mirror, the channels' rings,
 //! and the spawn that puts them together and clears what the GPU reads.
 
-use super::{SubmitActor, SubmitHandle, SubmitRequest, COPY_SEMAPHORE_OFFSET, SEMAPHORE_BYTES};
+use super::{
+    Delivery, SubmitActor, SubmitHandle, SubmitRequest, COPY_SEMAPHORE_OFFSET, SEMAPHORE_BYTES,
+};
 use crate::arena::{DescriptorArena, MirrorStore};
 use crate::chain::OpenChain;
 use crate::command::{CommandRegion, COMMAND_BYTES};
@@ -79,7 +81,7 @@ impl Regions {
 }
 
 /// The regions this actor writes itself, where the CPU can reach them
-/// directly (the descriptor region is written by the copy engine).
+/// directly (the descriptor region's is [`Delivery`]'s).
 fn cpu_windows(memory: &MemoryHandle, r: &Regions) -> Result<Vec<DeviceWindow>, SubmitError> {
     let mut windows = Vec::new();
     for b in [&r.commands, &r.semaphores, &r.rings, &r.userd] {
@@ -90,24 +92,33 @@ fn cpu_windows(memory: &MemoryHandle, r: &Regions) -> Result<Vec<DeviceWindow>, 
     Ok(windows)
 }
 
-/// The descriptor mirror and its GPU address: pinned host memory the copy
-/// engine reads through the GPU's address space. A device without DMA (the
-/// null card) has none: descriptors still go shadow -> mirror on the host,
-/// and the copies name address 0, never submitted. Host memory without a
-/// GPU address cannot be the mirror.
-fn descriptor_mirror(
+/// How descriptors reach video memory, and the mirror they go through.
+/// Where the CPU maps the descriptor region, it stores them there itself
+/// and the mirror is ordinary memory. Elsewhere the mirror is pinned host
+/// memory the copy engine reads through the GPU's address space; a device
+/// without DMA (the null card) has none: descriptors still go shadow ->
+/// mirror on the host, and the copies name address 0, never submitted.
+/// Host memory without a GPU address cannot be the mirror.
+fn descriptor_delivery(
     memory: &MemoryHandle,
-    bytes: u64,
+    descriptors: &DeviceBuffer,
     dma: bool,
-) -> Result<(u64, Box<dyn MirrorStore>), SubmitError> {
+) -> Result<(Delivery, Box<dyn MirrorStore>), SubmitError> {
+    let bytes = descriptors.bytes;
+    // CAST: the region is allocated, so its size fits in memory.
+    let plain = || Box::new(vec![0u8; bytes as usize]) as Box<dyn MirrorStore>;
+    if let Some(window) = memory.cpu_window(descriptors.va).map_err(SubmitError::Memory)? {
+        return Ok((Delivery::Mapped(window), plain()));
+    }
     if !dma {
-        return Ok((0, Box::new(vec![0u8; bytes as usize])));
+        return Ok((Delivery::CopyEngine { mirror_va: 0 }, plain()));
     }
     match memory.alloc_host(bytes) {
         Ok(h) => match (h.va, h.view) {
-            (Some(va), Some(view)) if view.len() >= bytes => {
-                Ok((va, Box::new(PinnedMirror { view })))
-            }
+            (Some(va), Some(view)) if view.len() >= bytes => Ok((
+                Delivery::CopyEngine { mirror_va: va },
+                Box::new(PinnedMirror { view }),
+            )),
             _ => Err(SubmitError::MirrorUnmapped {
                 bus: h
                     .dma
@@ -183,7 +194,7 @@ pub fn spawn(
     let regions = Regions::allocate(&memory, &submit)?;
     let windows = cpu_windows(&memory, &regions)?;
     let can = gsp.device_info().map_err(SubmitError::Gsp)?.can;
-    let (mirror_va, mirror) = descriptor_mirror(&memory, submit.descriptor_bytes, can.dma)?;
+    let (delivery, mirror) = descriptor_delivery(&memory, &regions.descriptors, can.dma)?;
     let (waker, parking) = wake_pair();
     let setup = ring_specs(&regions, submit.gpfifo_entries, submit.copy_placement);
     let channels = gsp.create_channels(setup).map_err(SubmitError::Gsp)?;
@@ -244,7 +255,7 @@ pub fn spawn(
         waker,
         arena: DescriptorArena::with_mirror(submit.descriptor_bytes, submit.diffing, mirror),
         descriptor_base: regions.descriptors.va,
-        mirror_va,
+        delivery,
         commands: CommandRegion {
             base: regions.commands.va,
             bytes: regions.commands.bytes,
