@@ -1,5 +1,5 @@
 use crate::arena::{ArenaError, DescriptorArena};
-use crate::chain::OpenChain;
+use crate::chain::{ChainDepth, OpenChain};
 use crate::command::CommandRegion;
 use crate::encode::{qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate};
 use crate::error::SubmitError;
@@ -136,8 +136,9 @@ struct SubmitActor {
     copy: Queue,
     /// Copy-queue value the next compute submission must wait for.
     compute_waits_for_copy: Option<u64>,
-    /// The chain being built.
+    /// The chain being built, and how long it may grow.
     chain: OpenChain,
+    depth: ChainDepth,
     /// Set while a chain's descriptors are being delivered: any compute
     /// submission then would let the engine read descriptors that have not
     /// arrived (the bug the seed notes tell of, where the timeline went
@@ -504,6 +505,7 @@ impl SubmitService for SubmitActor {
         // The host waited for everything: the next token lines up again.
         self.arena.standstill();
         self.tokens.standstill();
+        self.depth.standstill();
         if let Some(began) = began {
             self.profile_sync(Some(stream), began)?;
         }

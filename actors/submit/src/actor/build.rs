@@ -75,7 +75,7 @@ impl SubmitActor {
         }
         self.stats.launches += 1;
         self.stats.param_bytes += params.len() as u64;
-        if self.chain.len() >= self.config.chain_depth {
+        if self.depth.reached(self.chain.len()) {
             self.flush_chain()?;
         }
         Ok(())

@@ -29,6 +29,7 @@ impl SubmitActor {
             return Ok(());
         };
         self.compute.issued += 1;
+        self.depth.flushed();
         let value = self.compute.issued;
         self.format
             .release_qmd(&mut tail.qmd, self.compute.timeline.address, value)

@@ -6,7 +6,7 @@ use super::{
     Delivery, SubmitActor, SubmitHandle, SubmitRequest, COPY_SEMAPHORE_OFFSET, SEMAPHORE_BYTES,
 };
 use crate::arena::{DescriptorArena, MirrorStore};
-use crate::chain::OpenChain;
+use crate::chain::{ChainDepth, OpenChain};
 use crate::command::{CommandRegion, COMMAND_BYTES};
 use crate::encode::DeviceFormat;
 use crate::error::SubmitError;
@@ -266,6 +266,7 @@ pub fn spawn(
         copy,
         compute_waits_for_copy: None,
         chain: OpenChain::default(),
+        depth: ChainDepth::new(submit.chain_depth),
         chain_flush: None,
         events: EventTable::default(),
         started: Instant::now(),

@@ -93,6 +93,7 @@ impl SubmitActor {
         if failure.is_some() || std::mem::take(&mut self.declined_since_sync) {
             self.arena.standstill();
             self.tokens.standstill();
+            self.depth.standstill();
             self.compute_waits_for_copy = None;
         }
         failure.map_or(Ok(()), Err)
