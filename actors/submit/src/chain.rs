@@ -127,7 +127,10 @@ mod tests {
         d.standstill();
         assert!(d.reached(8) && !d.reached(7));
         let shallow = ChainDepth::new(4);
-        assert!(shallow.reached(4) && !shallow.reached(3), "never past the depth");
+        assert!(
+            shallow.reached(4) && !shallow.reached(3),
+            "never past the depth"
+        );
         assert!(ChainDepth::new(0).reached(1), "a depth of 0 is 1");
     }
 

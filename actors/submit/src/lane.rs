@@ -8,6 +8,7 @@
 
 use crossbeam_queue::ArrayQueue;
 use macuda_core::Waker;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -143,7 +144,11 @@ pub enum LaneError {
 /// What the submit actor holds while it drains a lane: its lanes see it
 /// gone when the actor's state is dropped (the actor thread ended).
 #[derive(Debug, Default)]
-pub(crate) struct LaneConsumer(Arc<()>);
+pub(crate) struct LaneConsumer {
+    alive: Arc<()>,
+    /// Items every lane of this actor took, counted after each push.
+    pushed: Arc<AtomicU64>,
+}
 
 /// The producer side, cloneable across caller threads.
 #[derive(Clone)]
@@ -153,6 +158,7 @@ pub struct LaunchLane {
     consumer: Weak<()>,
     /// How long a push waits on a full lane.
     patience: Duration,
+    pushed: Arc<AtomicU64>,
 }
 
 impl LaunchLane {
@@ -165,8 +171,9 @@ impl LaunchLane {
         LaunchLane {
             queue,
             waker,
-            consumer: Arc::downgrade(&consumer.0),
+            consumer: Arc::downgrade(&consumer.alive),
             patience,
+            pushed: Arc::clone(&consumer.pushed),
         }
     }
 
@@ -207,8 +214,16 @@ impl LaunchLane {
                 }
             }
         }
+        self.pushed.fetch_add(1, Ordering::SeqCst);
         self.waker.wake();
         Ok(())
+    }
+
+    /// How many items the actor's lanes have taken so far. Every one
+    /// counted was in the lane before the count moved, so a sync point
+    /// requested after reading `n` covers the first `n`.
+    pub fn pushed(&self) -> u64 {
+        self.pushed.load(Ordering::SeqCst)
     }
 
     /// # Errors
@@ -226,6 +241,22 @@ impl LaunchLane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_lane_of_an_actor_counts_what_it_took() {
+        let queue = Arc::new(ArrayQueue::new(8));
+        let (waker, _parking) = macuda_core::wake_pair();
+        let consumer = LaneConsumer::default();
+        let a = LaunchLane::new(Arc::clone(&queue), waker.clone(), &consumer, PATIENCE);
+        let b = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE);
+        assert_eq!(a.pushed(), 0);
+        a.push(fill(0)).unwrap();
+        b.push(fill(1)).unwrap();
+        assert_eq!((a.pushed(), b.pushed()), (2, 2));
+        drop(consumer);
+        assert!(a.push(fill(2)).is_err());
+        assert_eq!(a.pushed(), 2, "a refused push is not counted");
+    }
 
     #[test]
     fn small_params_stay_inline_large_ones_do_not() {

@@ -107,7 +107,10 @@ fn descriptor_delivery(
     let bytes = descriptors.bytes;
     // CAST: the region is allocated, so its size fits in memory.
     let plain = || Box::new(vec![0u8; bytes as usize]) as Box<dyn MirrorStore>;
-    if let Some(window) = memory.cpu_window(descriptors.va).map_err(SubmitError::Memory)? {
+    if let Some(window) = memory
+        .cpu_window(descriptors.va)
+        .map_err(SubmitError::Memory)?
+    {
         return Ok((Delivery::Mapped(window), plain()));
     }
     if !dma {
