@@ -868,12 +868,8 @@ impl FakeNode {
                 if parent_class != class::KEPLER_CHANNEL_GROUP_A {
                     return rm::status::INVALID_OBJECT_PARENT;
                 }
-                // Subcontexts are the graphics engine's.
-                if m.groups.get(&a.h_object_parent).map(|g| g.engine_type)
-                    != Some(rm::ENGINE_TYPE_GR0)
-                {
-                    return INVALID_ARGUMENT;
-                }
+                // Any group takes one: the H200's 580 module accepted a
+                // subcontext in a copy engine's group (the rule probes).
             }
             c @ (host::HOPPER_CHANNEL_GPFIFO_A | host::BLACKWELL_CHANNEL_GPFIFO_A)
                 if sized(std::mem::size_of::<ChannelAlloc>()) =>
