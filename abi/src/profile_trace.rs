@@ -363,17 +363,16 @@ pub fn summary_text(report: &ProfileReport, calls: &[CallSpan]) -> String {
         }
         out.push('\n');
         out.push_str("the caller's time in our entry points:\n");
-        for (name, count, ns) in &s.calls {
-            out.push_str(&format!(
-                "  {:>10.1} us  {:>6} x {:>8.2} us  {name}\n",
-                us(*ns),
-                count,
-                us(*ns / *count as f64),
-            ));
-        }
+        push_totals(&mut out, &s.calls);
     }
     out.push_str("top kernels by GPU time (start inferred from the one before in its chain):\n");
-    for (name, count, ns) in &s.top {
+    push_totals(&mut out, &s.top);
+    out
+}
+
+/// One line per (name, count, total ns): the total, the count and the mean.
+fn push_totals(out: &mut String, rows: &[(impl std::fmt::Display, usize, f64)]) {
+    for (name, count, ns) in rows {
         out.push_str(&format!(
             "  {:>10.1} us  {:>6} x {:>8.2} us  {name}\n",
             us(*ns),
@@ -381,7 +380,6 @@ pub fn summary_text(report: &ProfileReport, calls: &[CallSpan]) -> String {
             us(*ns / *count as f64),
         ));
     }
-    out
 }
 
 /// Write the trace at `path` and the summary at `path` + `.txt`.

@@ -51,10 +51,9 @@ pub struct Runtime {
     /// Kernel launches handed to the lane so far (graph replays included),
     /// counted while `MACUDA_INJECT_GPU_FAULT` is set.
     pub(crate) launches: std::sync::atomic::AtomicU64,
-    /// The lane's count at the last sync that returned (see
-    /// [`Runtime::synchronize`]), and whether one has.
-    synced_through: std::sync::atomic::AtomicU64,
-    synced_once: AtomicBool,
+    /// One more than the lane's count at the last sync that returned (see
+    /// [`Runtime::synchronize`]); 0 until one has.
+    synced_past: std::sync::atomic::AtomicU64,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, CudaError>> = OnceLock::new();
@@ -238,8 +237,7 @@ impl Runtime {
             log: LaunchLog::from_env(),
             knobs: Knobs::default(),
             launches: std::sync::atomic::AtomicU64::new(0),
-            synced_through: std::sync::atomic::AtomicU64::new(0),
-            synced_once: AtomicBool::new(false),
+            synced_past: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -304,15 +302,12 @@ impl Runtime {
     /// token, most with nothing queued since the last: on the H200 each
     /// such round trip cost about 15 us).
     pub fn synchronize(&self, stream: StreamId) -> Result<(), CudaError> {
-        let pushed = self.lane.pushed();
-        if self.synced_through.load(Ordering::SeqCst) >= pushed
-            && self.synced_once.load(Ordering::SeqCst)
-        {
+        let past = self.lane.pushed() + 1;
+        if self.synced_past.load(Ordering::SeqCst) >= past {
             return Ok(());
         }
         self.call(|st| st.submit.synchronize(stream))?;
-        self.synced_through.fetch_max(pushed, Ordering::SeqCst);
-        self.synced_once.store(true, Ordering::SeqCst);
+        self.synced_past.fetch_max(past, Ordering::SeqCst);
         Ok(())
     }
 
