@@ -261,6 +261,14 @@ mod tests {
             config.submit.sync_timeout,
             std::time::Duration::from_secs(120)
         );
+        // The actor's callers, and the monitor, wait longer than the sync
+        // does: a queue standing still is reported as such, not as a
+        // failed actor (seen on the H200 with a patience of 120 s).
+        let submit_waits = macuda_supervisor::layer_deadline(config.deadline, "submit");
+        assert!(
+            submit_waits > config.submit.sync_timeout,
+            "{submit_waits:?}"
+        );
         let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
         assert_eq!(
             default.submit.sync_timeout,

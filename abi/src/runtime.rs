@@ -26,6 +26,14 @@ use std::time::Duration;
 
 /// How long a call waits on the actors before the Host gives up on them.
 const DEADLINE: Duration = Duration::from_secs(30);
+/// The Host's deadline when a sync point may wait `patience` on a queue
+/// standing still: long enough that the sync reports the stuck queue
+/// itself (and where both queues stood) before its caller gives up on the
+/// actor and calls it failed.
+fn deadline_for(patience: Duration) -> Duration {
+    DEADLINE.max(patience * 2)
+}
+
 /// Report slots of the GPU timeline under `MACUDA_PROFILE` (16 bytes each,
 /// 1 MiB of pinned memory): far more launches than a sync interval of
 /// llama.cpp's holds, so the ring is read before it wraps.
@@ -118,13 +126,13 @@ fn chosen_device() -> Result<DeviceSpec, CudaError> {
 /// fault apply.
 pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     let mut config = HostConfig::new(spec.clone());
-    config.deadline = DEADLINE;
     if let Some(depth) = knobs.chain_depth {
         config.submit.chain_depth = depth;
     }
     if let Some(patience) = knobs.sync_patience {
         config.submit.sync_timeout = patience;
     }
+    config.deadline = deadline_for(config.submit.sync_timeout);
     if let Some(placement) = knobs.copy_placement {
         config.submit.copy_placement = placement;
     }

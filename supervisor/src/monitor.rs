@@ -371,13 +371,14 @@ impl Supervision {
         )
     }
 
-    /// An actor busy past its deadline that no caller is waiting on.
+    /// An actor busy past its deadline that no caller is waiting on: its
+    /// own layer's deadline, the one its callers wait (a sync point in
+    /// submit may take longer than a request to pci may).
     fn overdue(&self) -> Option<(String, Failure)> {
-        let late = self
-            .statuses
-            .lock()
-            .iter()
-            .any(|s| s.busy_for().is_some_and(|b| b > self.deadline));
+        let late = self.statuses.lock().iter().any(|s| {
+            s.busy_for()
+                .is_some_and(|b| b > crate::layers::layer_deadline(self.deadline, s.name()))
+        });
         late.then(|| self.culprit("unknown", "unknown", self.deadline))
     }
 

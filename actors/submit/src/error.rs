@@ -136,14 +136,60 @@ pub struct QueueMarks {
     pub compute_issued: u64,
     pub copy_reached: u64,
     pub copy_issued: u64,
+    /// Each channel's GP_GET and GP_PUT as USERD held them, where the CPU
+    /// can read USERD: GP_GET short of GP_PUT is a channel the host has not
+    /// fetched from (not running), GP_GET at GP_PUT one that fetched all
+    /// and waits in a method (an acquire) or on its engine.
+    pub compute_gp: Option<(u32, u32)>,
+    pub copy_gp: Option<(u32, u32)>,
 }
 
 impl std::fmt::Display for QueueMarks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "compute at {} of {} queued, copy at {} of {}",
-            self.compute_reached, self.compute_issued, self.copy_reached, self.copy_issued
+            "compute at {} of {} queued{}, copy at {} of {}{}",
+            self.compute_reached,
+            self.compute_issued,
+            Gp(self.compute_gp),
+            self.copy_reached,
+            self.copy_issued,
+            Gp(self.copy_gp)
         )
+    }
+}
+
+/// A channel's ring pointers in a message, or nothing where unread.
+struct Gp(Option<(u32, u32)>);
+
+impl std::fmt::Display for Gp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some((get, put)) => write!(f, " (GP_GET {get}, GP_PUT {put})"),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_marks_name_ring_pointers_where_read() {
+        let mut m = QueueMarks {
+            compute_reached: 5,
+            compute_issued: 7,
+            copy_reached: 2,
+            copy_issued: 2,
+            ..QueueMarks::default()
+        };
+        assert_eq!(m.to_string(), "compute at 5 of 7 queued, copy at 2 of 2");
+        m.compute_gp = Some((3, 4));
+        m.copy_gp = Some((9, 9));
+        assert_eq!(
+            m.to_string(),
+            "compute at 5 of 7 queued (GP_GET 3, GP_PUT 4), copy at 2 of 2 (GP_GET 9, GP_PUT 9)"
+        );
     }
 }

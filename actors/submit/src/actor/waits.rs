@@ -5,6 +5,7 @@ use super::SubmitActor;
 use crate::error::{QueueMarks, SubmitError};
 use crate::queue::{Queue, QueueKind};
 use macuda_gsp::{ChannelFault, GspHandle};
+use macuda_hw::push::{USERD_GP_GET, USERD_GP_PUT};
 use std::time::Instant;
 
 impl SubmitActor {
@@ -53,6 +54,9 @@ impl SubmitActor {
         if let Err(SubmitError::Stuck { queues, .. }) = &mut r {
             *queues = self.queue_marks();
         }
+        if let Err(e @ SubmitError::Stuck { .. }) = &r {
+            tracing::error!(error = %e, "a queue stood still");
+        }
         r
     }
 
@@ -63,7 +67,20 @@ impl SubmitActor {
             compute_issued: self.compute.issued,
             copy_reached: self.copy.timeline.completed().unwrap_or(0),
             copy_issued: self.copy.issued,
+            compute_gp: self.ring_pointers(QueueKind::Compute),
+            copy_gp: self.ring_pointers(QueueKind::Copy),
         }
+    }
+
+    /// A channel's GP_GET and GP_PUT as its USERD holds them, where a CPU
+    /// window covers USERD (the two words are adjacent: one 8-byte read).
+    fn ring_pointers(&self, kind: QueueKind) -> Option<(u32, u32)> {
+        let at = self.queue(kind).userd + USERD_GP_GET;
+        debug_assert_eq!(USERD_GP_PUT, USERD_GP_GET + 4);
+        let (w, off) = self.window(at, 8)?;
+        let both = w.view.read_u64(off).ok()?;
+        // CAST: the low and high halves.
+        Some((both as u32, (both >> 32) as u32))
     }
 
     /// One queue beside what a wait on it checks for faults with: split
