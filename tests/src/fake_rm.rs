@@ -133,6 +133,12 @@ pub struct FakeGroup {
     pub va_space: u32,
     pub notifier: u32,
     pub scheduled: bool,
+    /// A copy object made in it without naming its engine: RM made it for
+    /// a graphics copy engine and moved the group to the graphics runlist,
+    /// where its channel (not bound by UVM) cannot be scheduled (what the
+    /// 580 module's source does on GH100; on the H200 the schedule was
+    /// refused with NV_ERR_INVALID_STATE).
+    pub moved_to_graphics: bool,
     /// RM removed it (an Xid): nothing of it runs again.
     pub faulted: Option<u32>,
 }
@@ -882,6 +888,11 @@ impl FakeNode {
                 }
                 // SAFETY: the size was checked.
                 let params: ChannelAlloc = unsafe { take(p) };
+                // A channel naming an engine names its group's.
+                let group_engine = m.groups.get(&a.h_object_parent).map(|g| g.engine_type);
+                if params.engine_type != 0 && group_engine != Some(params.engine_type) {
+                    return INVALID_ARGUMENT;
+                }
                 if !m.memory.contains_key(&params.h_userd_memory[0])
                     || !m.memory.contains_key(&params.h_object_error)
                     || params.gp_fifo_entries == 0
@@ -937,9 +948,37 @@ impl FakeNode {
                     if on_copy_engine && !copy_class(c) {
                         return rm::status::INVALID_CLASS;
                     }
+                    let group = ch.group;
+                    if on_copy_engine {
+                        if let Some(g) = m.groups.get_mut(&group) {
+                            g.moved_to_graphics = true;
+                        }
+                    }
                     if let Some(ch) = m.channels.get_mut(&a.h_object_parent) {
                         ch.engine_class = Some(c);
                     }
+                }
+            }
+            c if copy_class(c) && sized(std::mem::size_of::<rm::CopyObjectAlloc>()) => {
+                if !m.classes.contains(&c) {
+                    return rm::status::INVALID_CLASS;
+                }
+                // SAFETY: the size was checked.
+                let params: rm::CopyObjectAlloc = unsafe { take(p) };
+                let Some(ch) = m.channels.get(&a.h_object_parent) else {
+                    return rm::status::INVALID_OBJECT_PARENT;
+                };
+                // Made for the engine its group runs on, named as an
+                // engine type.
+                let group_engine = m.groups.get(&ch.group).map(|g| g.engine_type);
+                if params.version != rm::COPY_OBJECT_ALLOC_VERSION_ENGINE_TYPE
+                    || !rm::ENGINE_TYPE_COPY.contains(&params.engine_type)
+                    || group_engine != Some(params.engine_type)
+                {
+                    return INVALID_ARGUMENT;
+                }
+                if let Some(ch) = m.channels.get_mut(&a.h_object_parent) {
+                    ch.engine_class = Some(c);
                 }
             }
             class::NV01_DEVICE_0
@@ -1070,6 +1109,7 @@ impl FakeNode {
                     GpfifoSchedule,
                     |s: &mut GpfifoSchedule, m: &mut FakeModule| {
                         match m.groups.get_mut(&object) {
+                            Some(g) if g.moved_to_graphics => rm::status::INVALID_STATE,
                             Some(g) => {
                                 g.scheduled = s.enable != 0;
                                 m.calls.push(FakeCall::Schedule {

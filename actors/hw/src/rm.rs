@@ -83,6 +83,7 @@ pub mod status {
     pub const INVALID_OBJECT_HANDLE: u32 = 0x33;
     pub const INVALID_OBJECT_PARENT: u32 = 0x36;
     pub const INVALID_PARAM_STRUCT: u32 = 0x3A;
+    pub const INVALID_STATE: u32 = 0x40;
     pub const NO_MEMORY: u32 = 0x51;
     pub const NOT_SUPPORTED: u32 = 0x56;
     pub const OBJECT_NOT_FOUND: u32 = 0x57;
@@ -97,6 +98,7 @@ pub mod status {
         (INVALID_OBJECT_HANDLE, "NV_ERR_INVALID_OBJECT_HANDLE"),
         (INVALID_OBJECT_PARENT, "NV_ERR_INVALID_OBJECT_PARENT"),
         (INVALID_PARAM_STRUCT, "NV_ERR_INVALID_PARAM_STRUCT"),
+        (INVALID_STATE, "NV_ERR_INVALID_STATE"),
         (NO_MEMORY, "NV_ERR_NO_MEMORY"),
         (NOT_SUPPORTED, "NV_ERR_NOT_SUPPORTED"),
         (OBJECT_NOT_FOUND, "NV_ERR_OBJECT_NOT_FOUND"),
@@ -743,6 +745,23 @@ pub struct ChannelGroupAlloc {
     pub is_vgpu_plugin: u8,
     pub _pad: [u8; 3],
 }
+
+/// `NVB0B5_ALLOCATION_PARAMETERS` (clb0b5sw.h; not in the oracle): which
+/// copy engine a copy object is made for. Without it RM makes the object
+/// for the first copy engine its class list names (a graphics copy engine
+/// on GH100) and moves the channel to that engine's runlist, whatever
+/// engine its group was made on.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopyObjectAlloc {
+    pub version: u32,
+    /// An `NV2080_ENGINE_TYPE_*` under version 1.
+    pub engine_type: u32,
+}
+
+/// `NVB0B5_ALLOCATION_PARAMETERS_VERSION_1`: `engine_type` is an
+/// `NV2080_ENGINE_TYPE_*`, not a copy-engine instance.
+pub const COPY_OBJECT_ALLOC_VERSION_ENGINE_TYPE: u32 = 1;
 
 /// `NV_CTXSHARE_ALLOCATION_PARAMETERS`.
 #[repr(C)]

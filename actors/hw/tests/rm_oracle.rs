@@ -660,6 +660,12 @@ fn channel_structures_match_the_oracle_and_reference() {
             ),
         ],
     );
+    // Not in the oracle: clb0b5sw.h declares two NvU32, version then
+    // engineType, and VERSION_1 = 1.
+    assert_eq!(size_of::<CopyObjectAlloc>(), 8);
+    assert_eq!(offset_of!(CopyObjectAlloc, version), 0);
+    assert_eq!(offset_of!(CopyObjectAlloc, engine_type), 4);
+    assert_eq!(macuda_hw::rm::COPY_OBJECT_ALLOC_VERSION_ENGINE_TYPE, 1);
     pin(
         &r["NV_CTXSHARE_ALLOCATION_PARAMETERS"],
         "ctxshare",

@@ -25,6 +25,8 @@ const CHANNEL_VA_WINDOW: u64 = 64 << 20;
 /// its subcontext.
 pub struct ChannelGroup {
     pub handle: u32,
+    /// The `NV2080_ENGINE_TYPE_*` it was made on.
+    pub engine_type: u32,
     /// The subcontext its channels share; only a group on the graphics
     /// engine has one (a copy engine has no subcontexts).
     pub context_share: Option<u32>,
@@ -201,6 +203,7 @@ impl KernelRm {
         };
         Ok(ChannelGroup {
             handle: group,
+            engine_type,
             context_share,
             notifier,
             notifier_map,
@@ -223,18 +226,35 @@ impl KernelRm {
         placement: &RingPlacement,
     ) -> Result<ChannelObjects, KernelRmError> {
         let gpfifo_class = self.pick_class("GPFIFO channel", GPFIFO_CLASSES)?;
+        let on_copy_engine = group.engine_type != rm::ENGINE_TYPE_GR0;
         let mut params = ChannelAlloc {
             h_object_error: group.notifier,
             h_object_buffer: placement.ring_memory,
             gp_fifo_offset: placement.ring_va,
             gp_fifo_entries: placement.entries,
             h_context_share: group.context_share.unwrap_or(0),
+            // A copy-engine group's channel names its engine, which must
+            // match the group's (UVM makes its own copy channels so).
+            engine_type: if on_copy_engine { group.engine_type } else { 0 },
             ..ChannelAlloc::default()
         };
         params.h_userd_memory[0] = placement.userd_memory;
         params.userd_offset[0] = placement.userd_offset;
         let channel = self.alloc(group.handle, gpfifo_class, Some(&mut params))?;
-        let engine = self.alloc(channel, engine_class, None::<&mut ()>)?;
+        // On a copy engine's group the copy object names that engine:
+        // without it RM makes the object for the first copy engine of its
+        // class list, a graphics copy engine on GH100, and moves the
+        // channel onto the graphics runlist, where a channel UVM did not
+        // bind cannot be scheduled (RM answers NV_ERR_INVALID_STATE).
+        let engine = if on_copy_engine {
+            let mut copy = rm::CopyObjectAlloc {
+                version: rm::COPY_OBJECT_ALLOC_VERSION_ENGINE_TYPE,
+                engine_type: group.engine_type,
+            };
+            self.alloc(channel, engine_class, Some(&mut copy))?
+        } else {
+            self.alloc(channel, engine_class, None::<&mut ()>)?
+        };
         let mut token = WorkSubmitToken { token: u32::MAX };
         self.control(channel, control::GPFIFO_GET_WORK_SUBMIT_TOKEN, &mut token)?;
         let registered = group.context_share.is_some();
