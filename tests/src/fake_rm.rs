@@ -217,8 +217,12 @@ pub struct FakeModule {
     pub gpu_map: BTreeMap<u64, (u32, u64)>,
     pub channels: BTreeMap<u32, FakeChannel>,
     pub groups: BTreeMap<u32, FakeGroup>,
-    /// Channels UVM was told about.
-    pub uvm_channels: Vec<u32>,
+    /// Channels UVM was told about, and the UVM node that told it.
+    pub uvm_channels: Vec<(u32, i32)>,
+    /// Channels UVM stopped (unregistered, or their UVM node closed): as
+    /// on the 580 module, RM refuses any schedule control on a graphics
+    /// group holding one (NV_ERR_INVALID_STATE), disabling included.
+    pub uvm_stopped: Vec<u32>,
     pub gpu_registered: bool,
     /// Debuggers: handle -> the compute object they watch.
     pub debuggers: BTreeMap<u32, u32>,
@@ -240,8 +244,18 @@ const STAMP_CLOCK_OFFSET: u64 = 8;
 /// An RM call the fake keeps a record of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FakeCall {
-    Schedule { group: u32, enable: bool },
-    Free { handle: u32, class: u32 },
+    Schedule {
+        group: u32,
+        enable: bool,
+    },
+    /// A schedule control RM refused (a group UVM had stopped).
+    ScheduleRefused {
+        group: u32,
+    },
+    Free {
+        handle: u32,
+        class: u32,
+    },
 }
 
 impl FakeModule {
@@ -291,6 +305,7 @@ impl FakeModule {
             channels: BTreeMap::new(),
             groups: BTreeMap::new(),
             uvm_channels: Vec::new(),
+            uvm_stopped: Vec::new(),
             gpu_registered: false,
             debuggers: BTreeMap::new(),
             armed: None,
@@ -1108,8 +1123,16 @@ impl FakeNode {
                 reply!(
                     GpfifoSchedule,
                     |s: &mut GpfifoSchedule, m: &mut FakeModule| {
+                        let uvm_stopped = m
+                            .uvm_stopped
+                            .iter()
+                            .any(|c| m.channels.get(c).is_some_and(|ch| ch.group == object));
                         match m.groups.get_mut(&object) {
                             Some(g) if g.moved_to_graphics => rm::status::INVALID_STATE,
+                            Some(g) if uvm_stopped && g.engine_type == rm::ENGINE_TYPE_GR0 => {
+                                m.calls.push(FakeCall::ScheduleRefused { group: object });
+                                rm::status::INVALID_STATE
+                            }
                             Some(g) => {
                                 g.scheduled = s.enable != 0;
                                 m.calls.push(FakeCall::Schedule {
@@ -1290,7 +1313,7 @@ impl FakeNode {
                 uvm::RegisterChannel,
                 |r: &mut uvm::RegisterChannel, m: &mut FakeModule| {
                     if m.channels.contains_key(&r.h_channel) {
-                        m.uvm_channels.push(r.h_channel);
+                        m.uvm_channels.push((r.h_channel, fd));
                         0
                     } else {
                         INVALID_ARGUMENT
@@ -1300,9 +1323,10 @@ impl FakeNode {
             uvm::UNREGISTER_CHANNEL => command!(
                 uvm::UnregisterChannel,
                 |r: &mut uvm::UnregisterChannel, m: &mut FakeModule| {
-                    match m.uvm_channels.iter().position(|c| *c == r.h_channel) {
+                    match m.uvm_channels.iter().position(|c| c.0 == r.h_channel) {
                         Some(i) if r.uuid == m.uuid => {
                             m.uvm_channels.remove(i);
+                            m.uvm_stopped.push(r.h_channel);
                             0
                         }
                         _ => INVALID_ARGUMENT,
@@ -1330,6 +1354,10 @@ impl Drop for FakeNode {
             m.ranges.remove(&b);
             m.gpu_map.remove(&b);
         }
+        // ... and UVM stops the channels registered through it.
+        let (stopped, kept): (Vec<_>, Vec<_>) = m.uvm_channels.iter().partition(|c| c.1 == fd);
+        m.uvm_channels = kept;
+        m.uvm_stopped.extend(stopped.into_iter().map(|c| c.0));
     }
 }
 

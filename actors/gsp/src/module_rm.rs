@@ -68,6 +68,18 @@ pub fn identify_module(
     Ok((rm.identify()?, rm.gr_facts()))
 }
 
+impl Drop for ModuleRm {
+    /// Our groups leave the scheduler before the fields drop: closing the
+    /// VA space's UVM file stops the graphics group's channel, after which
+    /// RM refuses every schedule control on that group (0x40 on the H200,
+    /// logged at every exit until this came first).
+    fn drop(&mut self) {
+        if let Err(e) = self.rm.teardown().stop_channels() {
+            tracing::warn!(error = %e, "stopping our channel groups failed");
+        }
+    }
+}
+
 impl ModuleRm {
     /// GPU `index` of the module, through `driver`'s nodes: the client, its
     /// VA space and doorbell page, and what the device is.

@@ -25,7 +25,10 @@ impl std::fmt::Debug for RmTeardown {
 
 impl RmTeardown {
     /// Stop scheduling every channel group of ours: the GPU runs none of
-    /// our work after this. Returns how many groups were stopped.
+    /// our work after this. Returns how many groups were stopped. A group
+    /// stopped leaves the list: asking again later would be refused (once
+    /// UVM has stopped the graphics group's channel, RM answers
+    /// NV_ERR_INVALID_STATE to any schedule control on it).
     ///
     /// # Errors
     /// The first group RM refused to stop (the others are still tried).
@@ -38,7 +41,10 @@ impl RmTeardown {
         let mut stopped = 0;
         for g in groups {
             match schedule_raw(self.ctl.as_ref(), self.client, g, false) {
-                Ok(()) => stopped += 1,
+                Ok(()) => {
+                    stopped += 1;
+                    self.groups.lock().retain(|k| *k != g);
+                }
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
