@@ -100,6 +100,17 @@ impl CpuView {
         Ok(unsafe { std::ptr::read_volatile(p.cast::<u64>()) })
     }
 
+    /// One 32-bit load, as the device (or the path to it) holds it now.
+    ///
+    /// # Errors
+    /// Outside the view, or not 4-byte aligned.
+    pub fn read_u32(&self, offset: u64) -> Result<u32, OutsideView> {
+        let p = self.aligned(offset, 4)?;
+        // SAFETY: inside the mapping and aligned (checked); volatile, the
+        // device may write it and the read itself is the point.
+        Ok(unsafe { std::ptr::read_volatile(p.cast::<u32>()) })
+    }
+
     /// One 32-bit store the device will read (GP_PUT).
     ///
     /// # Errors

@@ -161,7 +161,7 @@ impl SubmitActor {
             self.write_device(at, bytes)?;
             self.write_device(entry_address, entry.encode().to_le_bytes().to_vec())?;
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            self.write_device(userd + USERD_GP_PUT, put.to_le_bytes().to_vec())?;
+            self.publish_gp_put(userd, put)?;
         }
         self.stats.gp_entries += 1;
         if self.recent.len() == KEEP_SUBMISSIONS {
@@ -186,6 +186,30 @@ impl SubmitActor {
             self.forget_queued(kind);
             SubmitError::from_gsp(e)
         })
+    }
+
+    /// GP_PUT into USERD, and, where the CPU writes USERD through a window
+    /// (video memory over BAR1), read back before the doorbell rings: the
+    /// CPU's stores through the window are posted, and a read on the same
+    /// path returns only after every earlier one has landed, so Host, told
+    /// by the doorbell to look, finds the new GP_PUT and the push buffer,
+    /// entry and descriptors written before it. A doorbell that overtakes
+    /// them finds the old GP_PUT and leaves the channel idle with work
+    /// queued that nothing will ring for again.
+    fn publish_gp_put(&self, userd: u64, put: u32) -> Result<(), SubmitError> {
+        let at = userd + USERD_GP_PUT;
+        let Some((w, off)) = self.window(at, 4) else {
+            return self.write_device(at, put.to_le_bytes().to_vec());
+        };
+        let view_error = |e| SubmitError::Memory(macuda_memory::MemoryError::View(e));
+        w.view.write_u32(off, put).map_err(view_error)?;
+        let landed = w.view.read_u32(off).map_err(view_error)?;
+        if landed != put {
+            return Err(SubmitError::Invariant {
+                reason: "GP_PUT read back through the CPU window differs from what was written",
+            });
+        }
+        Ok(())
     }
 
     /// Nothing reached the engine: forget what was queued for it; none of
