@@ -9,8 +9,9 @@
 #
 # OURS (default 16) and STOCK (default 8) processes; SECONDS (default 60);
 # VARIANTS: one round per entry, each "NAME:K=V,K=V" (or "NAME:" for none),
-# set for ours in that round (default "default:"). Our libraries from
-# target/device/cublas/lib. Writes OUTDIR/summary.txt (per round: how many
+# set for ours in that round (default "default:"); LIBS=DIR in an entry
+# takes our libraries from DIR in that round (to compare two builds side by
+# side), else from target/device/cublas/lib. Writes OUTDIR/summary.txt (per round: how many
 # of ours and of stock finished right, failed, or were still running at the
 # limit, and the longest sync) and OUTDIR/reports-NAME/ (our crash reports).
 set -u
@@ -30,12 +31,20 @@ summary=$out/summary.txt
 bad=0
 for variant in ${VARIANTS:-default:}; do
   name=${variant%%:*}
-  IFS=, read -r -a extra <<<"${variant#*:}"
+  IFS=, read -r -a given <<<"${variant#*:}"
+  extra=()
+  round_lib=$lib
+  for kv in "${given[@]}"; do
+    case $kv in
+      LIBS=*) round_lib=${kv#LIBS=} ;;
+      *) extra+=("$kv") ;;
+    esac
+  done
   d=$out/$name
   mkdir -p "$d" "$out/reports-$name"
   pids=()
   for i in $(seq 1 "$ours"); do
-    env "${extra[@]}" MACUDA_DEVICE=kernel MACUDA_REPORT_DIR="$out/reports-$name" LD_LIBRARY_PATH="$lib" \
+    env "${extra[@]}" MACUDA_DEVICE=kernel MACUDA_REPORT_DIR="$out/reports-$name" LD_LIBRARY_PATH="$round_lib" \
       timeout --kill-after=5 "$limit" "$bin" "$secs" >"$d/ours.$i.txt" 2>"$d/ours.$i.err" &
     pids+=("$!:ours.$i")
   done
