@@ -132,6 +132,12 @@ for op in "${ops[@]}"; do
     grep -m1 -A1 "CUDA error:" "$Op" | sed 's/^/    ours ended: /' | tee -a "$summary"
   fi
 done
-echo "ops: ${#ops[@]}; ours passes every case stock passes in $clean, not in $dirty (BOTH_ENV='${BOTH_ENV:-}' OURS_ENV='${OURS_ENV:-}')" \
+# Our stack's own word on a queue that stood still: a doorbell rung again
+# (and whether that got it going), or a queue called stuck with where
+# both queues and their channels stood.
+rerung=$(grep -l "its doorbell was rung again" "$out"/ops-*.ours.plain 2>/dev/null | wc -l)
+stood=$(grep -l "a queue stood still" "$out"/ops-*.ours.plain 2>/dev/null | wc -l)
+grep -h "a queue stood still" "$out"/ops-*.ours.plain 2>/dev/null | sed 's/.*error=//' | head -3 | sed 's/^/    stuck: /' | tee -a "$summary"
+echo "ops: ${#ops[@]}; ours passes every case stock passes in $clean, not in $dirty; doorbells rung again in $rerung, a queue stuck in $stood (BOTH_ENV='${BOTH_ENV:-}' OURS_ENV='${OURS_ENV:-}')" \
   | tee -a "$summary"
 [ "$dirty" -eq 0 ]

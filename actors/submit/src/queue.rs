@@ -44,7 +44,7 @@ impl Queue {
     pub(crate) fn claim_entry(
         &mut self,
         patience: Duration,
-        check_fault: impl FnMut(bool) -> Result<(), SubmitError>,
+        check_fault: impl FnMut(bool, Duration) -> Result<(), SubmitError>,
     ) -> Result<(u64, u32), SubmitError> {
         if self.ring.free() == 0 {
             self.make_room(patience, check_fault)?;
@@ -62,7 +62,7 @@ impl Queue {
     fn make_room(
         &mut self,
         patience: Duration,
-        check_fault: impl FnMut(bool) -> Result<(), SubmitError>,
+        check_fault: impl FnMut(bool, Duration) -> Result<(), SubmitError>,
     ) -> Result<(), SubmitError> {
         let oldest = self
             .fetched_at

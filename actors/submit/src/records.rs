@@ -131,4 +131,7 @@ pub struct SubmitStats {
     pub wait_ns: u64,
     /// Launches the lane delivered (the rest came through requests).
     pub lane_launches: u64,
+    /// Doorbells a wait rang again for a channel that stood still with GP
+    /// entries Host had not fetched (0 in a healthy run).
+    pub doorbells_rerung: u64,
 }

@@ -88,8 +88,9 @@ impl Timeline {
     }
 
     /// Wait until the timeline reaches `value`; returns what it read.
-    /// `check_fault(deep)` asks RM whether the channels were removed, now
-    /// and then and (deep) before the queue is called stuck.
+    /// `check_fault(deep, still)` asks RM whether the channels were
+    /// removed, now and then and (deep) before the queue is called stuck;
+    /// `still` says how long the timeline has not moved.
     ///
     /// The patience counts from the timeline's last step, not from the
     /// start: a GPU shared with other processes (RM time-slices their
@@ -101,7 +102,7 @@ impl Timeline {
         queue: &'static str,
         value: u64,
         patience: Duration,
-        mut check_fault: impl FnMut(bool) -> Result<(), SubmitError>,
+        mut check_fault: impl FnMut(bool, Duration) -> Result<(), SubmitError>,
     ) -> Result<u64, SubmitError> {
         let started = Instant::now();
         let mut next_check = FAULT_CHECK_FIRST;
@@ -117,11 +118,11 @@ impl Timeline {
                 moved = Instant::now();
             }
             if started.elapsed() >= next_check {
-                check_fault(false)?;
+                check_fault(false, moved.elapsed())?;
                 next_check = started.elapsed() + FAULT_CHECK_EVERY;
             }
             if moved.elapsed() > patience {
-                check_fault(true)?;
+                check_fault(true, moved.elapsed())?;
                 // The caller fills in both queues' marks.
                 return Err(SubmitError::Stuck {
                     queue,
@@ -164,7 +165,7 @@ mod tests {
         view.write_u64(16, 7).unwrap();
         let mut checks = 0;
         let got = timeline
-            .wait("compute", 5, Duration::from_secs(1), |_| {
+            .wait("compute", 5, Duration::from_secs(1), |_, _| {
                 checks += 1;
                 Ok(())
             })
@@ -178,7 +179,7 @@ mod tests {
         let mut deep = Vec::new();
         let started = Instant::now();
         let err = timeline
-            .wait("copy", 1, Duration::from_millis(50), |d| {
+            .wait("copy", 1, Duration::from_millis(50), |d, _| {
                 deep.push(d);
                 Ok(())
             })
@@ -202,7 +203,7 @@ mod tests {
     fn a_fault_rm_reports_ends_the_wait_with_it() {
         let (timeline, _view) = in_host_memory();
         let err = timeline
-            .wait("compute", 1, Duration::from_secs(5), |_| {
+            .wait("compute", 1, Duration::from_secs(5), |_, _| {
                 Err(SubmitError::Invariant { reason: "faulted" })
             })
             .unwrap_err();

@@ -2,7 +2,6 @@
 //! push buffer written, copies queued, GPFIFO entries, GP_PUT and the
 //! doorbell; what never reached an engine forgotten.
 
-use super::waits::latch_fault;
 use super::{Delivery, SubmitActor, KEEP_SUBMISSIONS};
 use crate::command::CommandSpan;
 use crate::error::SubmitError;
@@ -141,8 +140,12 @@ impl SubmitActor {
         let patience = self.config.sync_timeout;
         // A full ring waits for the engine: that time is the GPU's.
         let waiting_since = (self.queue(kind).ring.free() == 0).then(Instant::now);
-        let (q, gsp, fault) = self.queue_and_fault(kind);
-        let (entry_address, put) = q.claim_entry(patience, |deep| latch_fault(gsp, fault, deep))?;
+        let (q, mut still) = self.queue_and_watch(kind);
+        let claimed = q.claim_entry(patience, |deep, for_| still.check(deep, for_));
+        let rerung = still.rerung;
+        self.note_rerung(rerung);
+        let (entry_address, put) = claimed?;
+        let q = self.queue(kind);
         let (userd, issued, name, token) = (q.userd, q.issued, q.name, q.token);
         if let Some(started) = waiting_since {
             self.note_wait(started);

@@ -4,8 +4,9 @@
 use super::SubmitActor;
 use crate::error::{QueueMarks, SubmitError};
 use crate::queue::{Queue, QueueKind};
-use macuda_gsp::{ChannelFault, GspHandle};
+use macuda_gsp::{ChannelFault, CpuView, Doorbell, GspHandle};
 use macuda_hw::push::{USERD_GP_GET, USERD_GP_PUT};
+use std::time::Duration;
 use std::time::Instant;
 
 impl SubmitActor {
@@ -47,10 +48,12 @@ impl SubmitActor {
         value: u64,
     ) -> Result<u64, SubmitError> {
         let patience = self.config.sync_timeout;
-        let (q, gsp, fault) = self.queue_and_fault(kind);
-        let mut r = q.timeline.wait(q.name, value, patience, |deep| {
-            latch_fault(gsp, fault, deep)
+        let (q, mut still) = self.queue_and_watch(kind);
+        let mut r = q.timeline.wait(q.name, value, patience, |deep, for_| {
+            still.check(deep, for_)
         });
+        let rerung = still.rerung;
+        self.note_rerung(rerung);
         if let Err(SubmitError::Stuck { queues, .. }) = &mut r {
             *queues = self.queue_marks();
         }
@@ -83,24 +86,54 @@ impl SubmitActor {
         Some((both as u32, (both >> 32) as u32))
     }
 
-    /// One queue beside what a wait on it checks for faults with: split
-    /// borrows of the actor.
-    pub(super) fn queue_and_fault(
-        &mut self,
-        kind: QueueKind,
-    ) -> (&mut Queue, &GspHandle, &mut Option<Box<ChannelFault>>) {
+    /// One queue beside what a wait on it watches while it stands still:
+    /// split borrows of the actor.
+    pub(super) fn queue_and_watch(&mut self, kind: QueueKind) -> (&mut Queue, StandingStill<'_>) {
+        let doors = [QueueKind::Compute, QueueKind::Copy]
+            .into_iter()
+            .filter_map(|k| {
+                let q = self.queue(k);
+                let (w, off) = self.window(q.userd + USERD_GP_GET, 8)?;
+                Some(Door {
+                    userd: w.view.clone(),
+                    gp_get: off,
+                    token: q.token,
+                })
+            })
+            .collect();
         let SubmitActor {
             compute,
             copy,
             gsp,
             fault,
+            doorbell,
             ..
         } = self;
         let q = match kind {
             QueueKind::Compute => compute,
             QueueKind::Copy => copy,
         };
-        (q, gsp, fault)
+        let still = StandingStill {
+            gsp,
+            fault,
+            doorbell,
+            doors,
+            last_ring: None,
+            rerung: 0,
+        };
+        (q, still)
+    }
+
+    /// Doorbells a wait rang again: counted, and said once a time.
+    pub(super) fn note_rerung(&mut self, rerung: u64) {
+        if rerung > 0 {
+            self.stats.doorbells_rerung += rerung;
+            tracing::warn!(
+                rerung,
+                total = self.stats.doorbells_rerung,
+                "a queue stood still with GP entries Host had not fetched: its doorbell was rung again"
+            );
+        }
     }
 
     /// At a sync point: report lane work that failed since the last one,
@@ -115,6 +148,64 @@ impl SubmitActor {
         }
         failure.map_or(Ok(()), Err)
     }
+}
+
+/// A queue standing still this long, with a channel whose USERD shows GP
+/// entries Host has not fetched (GP_GET short of GP_PUT), has that
+/// channel's doorbell rung again, and again each time this passes. A
+/// doorbell that found the old GP_PUT left the channel idle with work
+/// queued, and nothing else would ring for it; ringing again is harmless
+/// where Host has the work already (its USERD copy of GP_GET lags).
+const RERING_AFTER: Duration = Duration::from_millis(200);
+
+/// One channel's USERD as the CPU reads it, and its doorbell token.
+pub(super) struct Door {
+    userd: CpuView,
+    /// Offset of GP_GET in the view (GP_PUT follows it).
+    gp_get: u64,
+    token: u32,
+}
+
+/// What a wait checks while its queue stands still: the channel fault RM
+/// reports, and channels with entries Host has not fetched.
+pub(super) struct StandingStill<'a> {
+    gsp: &'a GspHandle,
+    fault: &'a mut Option<Box<ChannelFault>>,
+    doorbell: &'a Doorbell,
+    doors: Vec<Door>,
+    last_ring: Option<Instant>,
+    pub(super) rerung: u64,
+}
+
+impl StandingStill<'_> {
+    /// Now and then while a wait goes on (`deep` before it gives up);
+    /// `still` is how long its timeline has not moved.
+    pub(super) fn check(&mut self, deep: bool, still: Duration) -> Result<(), SubmitError> {
+        let due = self.last_ring.is_none_or(|t| t.elapsed() >= RERING_AFTER);
+        if still >= RERING_AFTER && due {
+            self.last_ring = Some(Instant::now());
+            for token in unfetched(&self.doors) {
+                self.doorbell.ring(token).map_err(SubmitError::from_gsp)?;
+                self.rerung += 1;
+            }
+        }
+        latch_fault(self.gsp, self.fault, deep)
+    }
+}
+
+/// The tokens of the channels whose USERD shows entries Host has not
+/// fetched (GP_GET short of GP_PUT); a USERD the CPU cannot read is left.
+fn unfetched(doors: &[Door]) -> Vec<u32> {
+    doors
+        .iter()
+        .filter(|d| {
+            d.userd.read_u64(d.gp_get).is_ok_and(|both| {
+                // CAST: GP_GET is the low half, GP_PUT the high.
+                both as u32 != (both >> 32) as u32
+            })
+        })
+        .map(|d| d.token)
+        .collect()
 }
 
 /// What RM reported against the channels, latched: once faulted, the
@@ -136,5 +227,37 @@ pub(super) fn latch_fault(
         }
         Ok(None) => Ok(()),
         Err(e) => Err(SubmitError::Gsp(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use macuda_gsp::HostMemory;
+    use std::sync::Arc;
+
+    #[test]
+    fn only_channels_with_entries_host_has_not_fetched_are_rung_again() {
+        let view = CpuView::new(Arc::new(HostMemory::zeroed(0x200)));
+        let door = |at: u64, get: u32, put: u32, token: u32| {
+            view.write_u32(at, get).unwrap();
+            view.write_u32(at + 4, put).unwrap();
+            Door {
+                userd: view.clone(),
+                gp_get: at,
+                token,
+            }
+        };
+        let doors = [
+            door(0x88, 3, 5, 0xA),
+            door(0x108, 7, 7, 0xB),
+            // Outside the view: not read, not rung.
+            Door {
+                userd: view.clone(),
+                gp_get: 0x1000,
+                token: 0xC,
+            },
+        ];
+        assert_eq!(unfetched(&doors), vec![0xA]);
     }
 }
