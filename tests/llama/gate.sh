@@ -18,7 +18,7 @@
 #        ops-sync       ours with MACUDA_SYNC_LAUNCHES=1 (stock reused)
 #        ops-copyengine ours with MACUDA_COPY_ENGINE=2: the copy channel in
 #                       a group of its own on copy engine 2, as CUDA
-#                       places its copies (stock reused; not by default)
+#                       places its copies (stock reused)
 #        decode         greedy text byte-compared (decode.sh)
 #        bench          llama-bench pp512 / tg128 ratios (bench.sh)
 #        fault          llama-simple with the submit actor failing under it
@@ -45,7 +45,7 @@ build=${LLAMA_BUILD:-/tmp/macuda-llama-build}
 models=${MODELS:-/tmp/macuda-models}
 out=${GATE_OUT:-/tmp/macuda-gate}
 lib=${MACUDA_LIBS:-target/device/cublas/lib}
-parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync decode bench fault} "
+parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync ops-copyengine decode bench fault} "
 mkdir -p "$out" "$models"
 summary=$out/summary.txt
 progress=$out/progress.txt
