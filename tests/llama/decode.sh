@@ -65,6 +65,9 @@ for model in "$@"; do
       bad=$((bad + 1))
     fi
     [ -s "$trace.txt" ] && head -3 "$trace.txt" | sed 's/^/    /' >"$f.summary"
+    # Token by token: the period, the GPU's busy part, the idle between
+    # tokens, and the seams between chains (anatomy.py).
+    [ -s "$trace" ] && python3 "$(dirname "$0")/anatomy.py" "$trace" 2>&1 | sed 's/^/    /' >>"$f.summary"
     # Compressed, so the gate's archive carries every model's trace.
     [ -s "$trace" ] && gzip -f "$trace"
   fi
@@ -88,7 +91,12 @@ for model in "$@"; do
   done
   speed_s=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.stock-graphs-on.1.err" | head -1)
   speed_o=$(sed -n 's/.*speed: \([0-9.]*\) t\/s.*/\1/p' "$out/decode-$name.ours-graphs-on.1.err" | head -1)
-  echo "$name: ${decoded:-?} tokens; $same of ${#runs[@]} runs print stock's text byte for byte (llama-simple t/s: stock ${speed_s:-?}, ours ${speed_o:-?})$profile_note" \
+  # llama-simple's speed counts the prompt's decode too; llama_perf's
+  # eval line is the generated tokens alone.
+  eval_rate() { grep -v "prompt eval" "$1" | sed -n 's/.*eval time = .*, *\([0-9.]*\) tokens per second.*/\1/p' | head -1; }
+  eval_s=$(eval_rate "$out/decode-$name.stock-graphs-on.1.err")
+  eval_o=$(eval_rate "$out/decode-$name.ours-graphs-on.1.err")
+  echo "$name: ${decoded:-?} tokens; $same of ${#runs[@]} runs print stock's text byte for byte (llama-simple t/s: stock ${speed_s:-?}, ours ${speed_o:-?}; generated tokens alone: stock ${eval_s:-?}, ours ${eval_o:-?})$profile_note" \
     | tee -a "$summary"
   [ -s "$out/decode-$name.ours-profiled.1.summary" ] && tee -a "$summary" <"$out/decode-$name.ours-profiled.1.summary"
   if [ ${#differ[@]} -gt 0 ]; then
