@@ -260,6 +260,16 @@ impl Runtime {
         host.call(f).map_err(|e| crate::error::from_host(&e))
     }
 
+    /// What each actor has handled so far, by request kind (none after
+    /// exit).
+    pub fn actor_snapshots(&self) -> Vec<macuda_core::ActorSnapshot> {
+        self.host
+            .read()
+            .as_ref()
+            .map(Host::snapshots)
+            .unwrap_or_default()
+    }
+
     /// As [`Runtime::call`], keeping the Host's error for the caller to
     /// read (see [`Runtime::cuda_error`]).
     pub fn call_host<T, E: Into<HostError>>(

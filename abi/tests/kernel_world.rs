@@ -171,6 +171,21 @@ fn the_gpu_path_copies_fills_times_and_launches() {
             s,
         ));
         ok(cudaStreamSynchronize(s));
+        // Syncs with nothing queued since are answered without the actor.
+        let asked = || {
+            cudart::runtime::started()
+                .unwrap()
+                .actor_snapshots()
+                .into_iter()
+                .find(|a| a.name == "submit")
+                .and_then(|a| a.per_kind.get("synchronize").copied())
+        };
+        let syncs = asked();
+        assert!(syncs.is_some_and(|n| n > 0), "{syncs:?}");
+        ok(cudaStreamSynchronize(s));
+        ok(cudaStreamSynchronize(s));
+        ok(cudaDeviceSynchronize());
+        assert_eq!(asked(), syncs, "an empty sync asked the actor");
         let launched = kernels(world);
         assert_eq!(launched.len(), before + 1);
         let (bank0, g) = &launched[before];
