@@ -15,6 +15,10 @@
 #        ops-depth32    ours with MACUDA_CHAIN_DEPTH=32 (stock reused)
 #        ops-depth64    ours with MACUDA_CHAIN_DEPTH=64 (stock reused;
 #                       128 is the default, the ops part)
+#        ops-depth1     ours with MACUDA_CHAIN_DEPTH=1: every launch a
+#                       chain of its own, so no grid schedules the next
+#                       (no dependent-QMD links; stock reused): tells a
+#                       stall of the links from one of the queues
 #        ops-sync       ours with MACUDA_SYNC_LAUNCHES=1 (stock reused)
 #        ops-copyengine ours with MACUDA_COPY_ENGINE=2: the copy channel in
 #                       a group of its own on copy engine 2, as CUDA
@@ -45,7 +49,7 @@ build=${LLAMA_BUILD:-/tmp/macuda-llama-build}
 models=${MODELS:-/tmp/macuda-models}
 out=${GATE_OUT:-/tmp/macuda-gate}
 lib=${MACUDA_LIBS:-target/device/cublas/lib}
-parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync ops-copyengine decode bench fault} "
+parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-depth1 ops-sync ops-copyengine decode bench fault} "
 mkdir -p "$out" "$models"
 summary=$out/summary.txt
 progress=$out/progress.txt
@@ -186,7 +190,7 @@ if [[ $parts == *" ops-nographs "* ]]; then
   BOTH_ENV=GGML_CUDA_DISABLE_GRAPHS=1 ops_start "test-backend-ops, graphs off" "$out/ops-nographs"
 fi
 variants=()
-for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 sync:MACUDA_SYNC_LAUNCHES=1 copyengine:MACUDA_COPY_ENGINE=2; do
+for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 depth1:MACUDA_CHAIN_DEPTH=1 sync:MACUDA_SYNC_LAUNCHES=1 copyengine:MACUDA_COPY_ENGINE=2; do
   [[ $parts == *" ops-${v%%:*} "* ]] && variants+=("$v")
 done
 if [ ${#variants[@]} -gt 0 ]; then
