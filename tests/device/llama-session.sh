@@ -44,4 +44,8 @@ rm -f "$cublas_out"/cublas/*.lt.log "$cublas_out"/cublas/*.dump
 tar czf "$out/cublas-order.tgz" -C "$cublas_out" cublas 2>/dev/null
 echo "cublas order: $(grep -c 'the same as' "$out/cublas-order.txt" 2>/dev/null) shapes as NVIDIA's, $(grep -c 'DIFFERENT' "$out/cublas-order.txt" 2>/dev/null) not"
 grep "^router" "$out/cublas-order.txt" 2>/dev/null
+# The GPU's time a small kernel, NVIDIA's beside ours (kernel-chain.sh).
+timeout --kill-after=5 200 bash tests/device/kernel-chain.sh /tmp/macuda-kernel-chain >/dev/null 2>&1
+cp /tmp/macuda-kernel-chain/kernel-chain.txt "$out/kernel-chain.txt" 2>/dev/null
+cat "$out/kernel-chain.txt" 2>/dev/null
 bash tests/llama/gate-wait.sh "${WAIT:-240}" "$out"
