@@ -12,7 +12,7 @@
 # until it exits 0 (done); it exits 3 at once on a fresh machine (the last
 # one was given back), where this script must run again. Results in OUT
 # (default device-out): gpu.txt, kernel_rm.txt, cublas-order.txt and
-# cublas-order.tgz, gate.tgz, summary.txt, progress.txt.
+# cublas-order.tgz, kernel-chain.txt, gate.tgz, summary.txt, progress.txt.
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-device-out}
