@@ -7,7 +7,10 @@
 #
 #   tests/device/shared-gpu.sh OUTDIR
 #
-# OURS (default 16) and STOCK (default 8) processes; SECONDS (default 60);
+# OURS (default 16) and STOCK (default 8) processes; SECONDS_EACH (default
+# 60); STRESS_ARGS="KERNELS ITERS BLOCKS" shapes each round's kernels (long
+# kernels, say "8 20000 132", get preempted mid-grid on a shared GPU;
+# default 8 kernels of one step on one block);
 # VARIANTS: one round per entry, each "NAME:K=V,K=V" (or "NAME:" for none),
 # set for ours in that round (default "default:"); LIBS=DIR in an entry
 # takes our libraries from DIR in that round (to compare two builds side by
@@ -25,6 +28,7 @@ bin=/tmp/macuda-shared-gpu-stress
 ours=${OURS:-16}
 stock=${STOCK:-8}
 secs=${SECONDS_EACH:-60}
+stress_args=${STRESS_ARGS:-}
 limit=$((secs + 60))
 summary=$out/summary.txt
 : >"$summary"
@@ -45,11 +49,11 @@ for variant in ${VARIANTS:-default:}; do
   pids=()
   for i in $(seq 1 "$ours"); do
     env "${extra[@]}" MACUDA_DEVICE=kernel MACUDA_REPORT_DIR="$out/reports-$name" LD_LIBRARY_PATH="$round_lib" \
-      timeout --kill-after=5 "$limit" "$bin" "$secs" >"$d/ours.$i.txt" 2>"$d/ours.$i.err" &
+      timeout --kill-after=5 "$limit" "$bin" "$secs" $stress_args >"$d/ours.$i.txt" 2>"$d/ours.$i.err" &
     pids+=("$!:ours.$i")
   done
   for i in $(seq 1 "$stock"); do
-    timeout --kill-after=5 "$limit" "$bin" "$secs" >"$d/stock.$i.txt" 2>"$d/stock.$i.err" &
+    timeout --kill-after=5 "$limit" "$bin" "$secs" $stress_args >"$d/stock.$i.txt" 2>"$d/stock.$i.err" &
     pids+=("$!:stock.$i")
   done
   for p in "${pids[@]}"; do

@@ -4,9 +4,11 @@
 // (tests/device/shared-gpu.sh) it reproduces what a GPU shared by many
 // processes does to a driver's waits: each process's queues run only in
 // their group's turns. It prints one line: rounds, the longest sync, and
-// whether every result was right.
+// whether every result was right. With ITERS above 1 each kernel runs
+// long enough (about ITERS steps a thread) for the scheduler to preempt
+// it mid-grid when other processes' groups want the GPU.
 //
-//   shared_gpu_stress SECONDS [KERNELS_PER_ROUND]
+//   shared_gpu_stress SECONDS [KERNELS_PER_ROUND [ITERS [BLOCKS]]]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,9 +19,12 @@ __global__ void add_one(const unsigned *in, unsigned *out, int n) {
   if (i < n) out[i] = in[i] + 1;
 }
 
-__global__ void step(unsigned *x, int n) {
+__global__ void step(unsigned *x, int n, int iters) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * 3u + 1u;
+  if (i >= n) return;
+  unsigned v = x[i];
+  for (int j = 0; j < iters; j++) v = v * 3u + 1u;
+  x[i] = v;
 }
 
 #define CHECK(call)                                                              \
@@ -35,7 +40,15 @@ __global__ void step(unsigned *x, int n) {
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 30.0;
   int kernels = argc > 2 ? atoi(argv[2]) : 8;
-  const int n = 256;
+  int iters = argc > 3 ? atoi(argv[3]) : 1;
+  int blocks = argc > 4 ? atoi(argv[4]) : 1;
+  const int n = 256 * blocks;
+  // One kernel's map, x -> a x + b (mod 2^32), composed once on the CPU.
+  unsigned a = 1, b = 0;
+  for (int j = 0; j < iters; j++) {
+    a *= 3u;
+    b = b * 3u + 1u;
+  }
   long rounds = 0;
   unsigned *host_in, *host_out, *dev_in, *dev_x;
   CHECK(cudaMallocHost(&host_in, n * sizeof(unsigned)));
@@ -51,8 +64,8 @@ int main(int argc, char **argv) {
   while (std::chrono::duration<double>(clock::now() - start).count() < seconds) {
     for (int i = 0; i < n; i++) host_in[i] = (unsigned)(rounds * 7 + i);
     CHECK(cudaMemcpyAsync(dev_in, host_in, n * sizeof(unsigned), cudaMemcpyHostToDevice, s));
-    add_one<<<1, n, 0, s>>>(dev_in, dev_x, n);
-    for (int k = 0; k < kernels; k++) step<<<1, n, 0, s>>>(dev_x, n);
+    add_one<<<blocks, 256, 0, s>>>(dev_in, dev_x, n);
+    for (int k = 0; k < kernels; k++) step<<<blocks, 256, 0, s>>>(dev_x, n, iters);
     CHECK(cudaGetLastError());
     CHECK(cudaMemcpyAsync(host_out, dev_x, n * sizeof(unsigned), cudaMemcpyDeviceToHost, s));
     auto t0 = clock::now();
@@ -61,7 +74,7 @@ int main(int argc, char **argv) {
     if (ms > worst_ms) worst_ms = ms;
     for (int i = 0; i < n; i++) {
       unsigned want = host_in[i] + 1;
-      for (int k = 0; k < kernels; k++) want = want * 3u + 1u;
+      for (int k = 0; k < kernels; k++) want = want * a + b;
       if (host_out[i] != want) {
         wrong++;
         break;
@@ -69,7 +82,7 @@ int main(int argc, char **argv) {
     }
     rounds++;
   }
-  printf("stress: %s %ld rounds in %.1f s, longest sync %.1f ms, %ld wrong\n",
-         wrong == 0 ? "ok" : "FAILED", rounds, seconds, worst_ms, wrong);
+  printf("stress: %s %ld rounds in %.1f s, longest sync %.1f ms, %ld wrong (%d kernels of %d steps, %d blocks)\n",
+         wrong == 0 ? "ok" : "FAILED", rounds, seconds, worst_ms, wrong, kernels, iters, blocks);
   return wrong == 0 ? 0 : 1;
 }
