@@ -55,12 +55,15 @@ fn launches_after_the_submit_actor_died_are_refused_not_stuck() {
         CudaError::SUCCESS
     );
 
-    // The actor panics at its next request (the sync below).
+    // The actor panics at its next request: the sync below, which asks
+    // it because a launch reached the lane since the last sync (a sync
+    // with nothing queued since is answered without the actor).
     world
         .config
         .faults
         .install("submit", FaultPlan::new(FaultAction::Panic, 1))
         .unwrap();
+    assert_eq!(launch(&mut args), CudaError::SUCCESS);
     let sync = cudaStreamSynchronize(std::ptr::null_mut());
     assert_ne!(sync, CudaError::SUCCESS, "the sync that killed the actor");
 
