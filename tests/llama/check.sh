@@ -10,7 +10,37 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-for s in "$here"/*.sh; do bash -n "$s"; done
+for s in "$here"/*.sh "$here"/../device/*.sh; do bash -n "$s"; done
+python3 -c "import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]" "$here"/*.py
+# anatomy.py on a made-up trace of three tokens: two chains a token, the
+# second handed over while the first runs (a seam in time), the next
+# token's first after the GPU went idle (a late one), and what it must
+# read from it.
+python3 - "$scratch/trace.json" <<'PY'
+import json, sys
+ev, serial, t = [], 0, 1000.0
+for token in range(3):
+    ev.append({"ph": "X", "pid": 2, "tid": 201, "name": "cudaGraphLaunch", "ts": t, "dur": 50})
+    start = t + 60
+    first = start
+    for chain, n in ((2 * token, 8), (2 * token + 1, 16)):
+        for i in range(n):
+            serial += 1
+            pushed = start - 20 if chain % 2 == 0 else first
+            ev.append({"ph": "i", "pid": 2, "tid": 102, "name": "push k", "s": "t",
+                       "ts": pushed + i * 0.1})
+            ev.append({"ph": "X", "pid": 1, "tid": 1, "name": "k", "ts": start, "dur": 2.0,
+                       "args": {"chain": chain, "serial": serial}})
+            start += 2.0
+        start += 25.0
+    t = start + 500
+json.dump({"traceEvents": ev}, open(sys.argv[1], "w"))
+PY
+anatomy=$(python3 "$here/anatomy.py" "$scratch/trace.json")
+grep -q "median token: 24 kernels in 2 chains, GPU busy 48 us" <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
+grep -q "handed over in time: 3, gap median 25.0 us" <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
+grep -q "waited for the hand-over: 2," <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
+echo "anatomy.py: a made-up trace of 3 tokens read as made"
 "$here/source.sh" "$scratch/llama" >/dev/null
 python3 -m venv "$scratch/venv"
 "$scratch/venv/bin/pip" install -q numpy
