@@ -4,8 +4,9 @@
 use super::SubmitActor;
 use crate::error::{QueueMarks, SubmitError};
 use crate::queue::{Queue, QueueKind};
-use macuda_gsp::{ChannelFault, CpuView, Doorbell, GspHandle};
+use macuda_gsp::{ChannelFault, Doorbell, GspHandle};
 use macuda_hw::push::{USERD_GP_GET, USERD_GP_PUT};
+use macuda_memory::DeviceWindow;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -89,24 +90,19 @@ impl SubmitActor {
     /// One queue beside what a wait on it watches while it stands still:
     /// split borrows of the actor.
     pub(super) fn queue_and_watch(&mut self, kind: QueueKind) -> (&mut Queue, StandingStill<'_>) {
-        let doors = [QueueKind::Compute, QueueKind::Copy]
-            .into_iter()
-            .filter_map(|k| {
-                let q = self.queue(k);
-                let (w, off) = self.window(q.userd + USERD_GP_GET, 8)?;
-                Some(Door {
-                    userd: w.view.clone(),
-                    gp_get: off,
-                    token: q.token,
-                })
-            })
-            .collect();
+        // Copied out, not looked up: a wait that never stands still (nearly
+        // every one) costs nothing more.
+        let channels = [
+            (self.compute.userd, self.compute.token),
+            (self.copy.userd, self.copy.token),
+        ];
         let SubmitActor {
             compute,
             copy,
             gsp,
             fault,
             doorbell,
+            windows,
             ..
         } = self;
         let q = match kind {
@@ -117,7 +113,8 @@ impl SubmitActor {
             gsp,
             fault,
             doorbell,
-            doors,
+            windows,
+            channels,
             last_ring: None,
             rerung: 0,
         };
@@ -158,21 +155,16 @@ impl SubmitActor {
 /// where Host has the work already (its USERD copy of GP_GET lags).
 const RERING_AFTER: Duration = Duration::from_millis(200);
 
-/// One channel's USERD as the CPU reads it, and its doorbell token.
-pub(super) struct Door {
-    userd: CpuView,
-    /// Offset of GP_GET in the view (GP_PUT follows it).
-    gp_get: u64,
-    token: u32,
-}
-
 /// What a wait checks while its queue stands still: the channel fault RM
 /// reports, and channels with entries Host has not fetched.
 pub(super) struct StandingStill<'a> {
     gsp: &'a GspHandle,
     fault: &'a mut Option<Box<ChannelFault>>,
     doorbell: &'a Doorbell,
-    doors: Vec<Door>,
+    /// The CPU's views of video memory, where USERD is read.
+    windows: &'a [DeviceWindow],
+    /// Each channel's USERD address and doorbell token.
+    channels: [(u64, u32); 2],
     last_ring: Option<Instant>,
     pub(super) rerung: u64,
 }
@@ -184,7 +176,7 @@ impl StandingStill<'_> {
         let due = self.last_ring.is_none_or(|t| t.elapsed() >= RERING_AFTER);
         if still >= RERING_AFTER && due {
             self.last_ring = Some(Instant::now());
-            for token in unfetched(&self.doors) {
+            for token in unfetched(self.windows, &self.channels) {
                 self.doorbell.ring(token).map_err(SubmitError::from_gsp)?;
                 self.rerung += 1;
             }
@@ -194,17 +186,21 @@ impl StandingStill<'_> {
 }
 
 /// The tokens of the channels whose USERD shows entries Host has not
-/// fetched (GP_GET short of GP_PUT); a USERD the CPU cannot read is left.
-fn unfetched(doors: &[Door]) -> Vec<u32> {
-    doors
+/// fetched (GP_GET short of GP_PUT); a USERD no window covers is left.
+fn unfetched(windows: &[DeviceWindow], channels: &[(u64, u32)]) -> Vec<u32> {
+    debug_assert_eq!(USERD_GP_PUT, USERD_GP_GET + 4);
+    channels
         .iter()
-        .filter(|d| {
-            d.userd.read_u64(d.gp_get).is_ok_and(|both| {
+        .filter(|(userd, _)| {
+            let at = userd + USERD_GP_GET;
+            windows
+                .iter()
+                .find_map(|w| w.offset_of(at, 8).map(|o| (w, o)))
+                .and_then(|(w, o)| w.view.read_u64(o).ok())
                 // CAST: GP_GET is the low half, GP_PUT the high.
-                both as u32 != (both >> 32) as u32
-            })
+                .is_some_and(|both| both as u32 != (both >> 32) as u32)
         })
-        .map(|d| d.token)
+        .map(|(_, token)| *token)
         .collect()
 }
 
@@ -233,31 +229,28 @@ pub(super) fn latch_fault(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use macuda_gsp::HostMemory;
+    use macuda_gsp::{CpuView, HostMemory};
     use std::sync::Arc;
 
     #[test]
     fn only_channels_with_entries_host_has_not_fetched_are_rung_again() {
-        let view = CpuView::new(Arc::new(HostMemory::zeroed(0x200)));
-        let door = |at: u64, get: u32, put: u32, token: u32| {
-            view.write_u32(at, get).unwrap();
-            view.write_u32(at + 4, put).unwrap();
-            Door {
-                userd: view.clone(),
-                gp_get: at,
-                token,
-            }
+        let view = CpuView::new(Arc::new(HostMemory::zeroed(0x400)));
+        let windows = [DeviceWindow {
+            va: 0x10_0000,
+            bytes: 0x400,
+            view: view.clone(),
+        }];
+        let userd = |at: u64, get: u32, put: u32| {
+            view.write_u32(at + USERD_GP_GET, get).unwrap();
+            view.write_u32(at + USERD_GP_PUT, put).unwrap();
+            0x10_0000 + at
         };
-        let doors = [
-            door(0x88, 3, 5, 0xA),
-            door(0x108, 7, 7, 0xB),
-            // Outside the view: not read, not rung.
-            Door {
-                userd: view.clone(),
-                gp_get: 0x1000,
-                token: 0xC,
-            },
+        let channels = [
+            (userd(0x000, 3, 5), 0xA),
+            (userd(0x200, 7, 7), 0xB),
+            // No window covers it: not read, not rung.
+            (0x90_0000, 0xC),
         ];
-        assert_eq!(unfetched(&doors), vec![0xA]);
+        assert_eq!(unfetched(&windows, &channels), vec![0xA]);
     }
 }
