@@ -76,15 +76,8 @@ impl SubmitActor {
         }
     }
 
-    /// A channel's GP_GET and GP_PUT as its USERD holds them, where a CPU
-    /// window covers USERD (the two words are adjacent: one 8-byte read).
     fn ring_pointers(&self, kind: QueueKind) -> Option<(u32, u32)> {
-        let at = self.queue(kind).userd + USERD_GP_GET;
-        debug_assert_eq!(USERD_GP_PUT, USERD_GP_GET + 4);
-        let (w, off) = self.window(at, 8)?;
-        let both = w.view.read_u64(off).ok()?;
-        // CAST: the low and high halves.
-        Some((both as u32, (both >> 32) as u32))
+        ring_pointers(&self.windows, self.queue(kind).userd)
     }
 
     /// One queue beside what a wait on it watches while it stands still:
@@ -185,21 +178,26 @@ impl StandingStill<'_> {
     }
 }
 
+/// A channel's GP_GET and GP_PUT as its USERD at `userd` holds them, where
+/// one of `windows` covers it (the two words are adjacent: one 8-byte
+/// read).
+fn ring_pointers(windows: &[DeviceWindow], userd: u64) -> Option<(u32, u32)> {
+    debug_assert_eq!(USERD_GP_PUT, USERD_GP_GET + 4);
+    let at = userd + USERD_GP_GET;
+    let (w, off) = windows
+        .iter()
+        .find_map(|w| w.offset_of(at, 8).map(|o| (w, o)))?;
+    let both = w.view.read_u64(off).ok()?;
+    // CAST: GP_GET is the low half, GP_PUT the high.
+    Some((both as u32, (both >> 32) as u32))
+}
+
 /// The tokens of the channels whose USERD shows entries Host has not
 /// fetched (GP_GET short of GP_PUT); a USERD no window covers is left.
 fn unfetched(windows: &[DeviceWindow], channels: &[(u64, u32)]) -> Vec<u32> {
-    debug_assert_eq!(USERD_GP_PUT, USERD_GP_GET + 4);
     channels
         .iter()
-        .filter(|(userd, _)| {
-            let at = userd + USERD_GP_GET;
-            windows
-                .iter()
-                .find_map(|w| w.offset_of(at, 8).map(|o| (w, o)))
-                .and_then(|(w, o)| w.view.read_u64(o).ok())
-                // CAST: GP_GET is the low half, GP_PUT the high.
-                .is_some_and(|both| both as u32 != (both >> 32) as u32)
-        })
+        .filter(|(userd, _)| ring_pointers(windows, *userd).is_some_and(|(get, put)| get != put))
         .map(|(_, token)| *token)
         .collect()
 }
