@@ -17,7 +17,7 @@ shift
 mkdir -p "$out"
 lib=${MACUDA_LIBS:-target/device/cublas/lib}
 nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)}
-bin=/tmp/macuda-kernel-chain
+bin=$out/kernel_chain
 "$nvcc" -O2 -arch=sm_90 -cudart shared -o "$bin" tests/device/kernel_chain.cu || { echo "nvcc failed"; exit 1; }
 read -r -a ours_env <<<"${OURS_ENV:-}"
 summary=$out/kernel-chain.txt
