@@ -12,7 +12,7 @@
 # until it exits 0 (done); it exits 3 at once on a fresh machine (the last
 # one was given back), where this script must run again. Results in OUT
 # (default device-out): gpu.txt, kernel_rm.txt, cublas-order.txt and
-# cublas-order.tgz, kernel-chain.txt, gate.tgz, summary.txt, progress.txt.
+# cublas-order.tgz, kernel-chain.txt, case-cost.txt, gate.tgz, summary.txt, progress.txt.
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-device-out}
@@ -48,4 +48,9 @@ grep "^router" "$out/cublas-order.txt" 2>/dev/null
 timeout --kill-after=5 200 bash tests/device/kernel-chain.sh /tmp/macuda-kernel-chain >/dev/null 2>&1
 cp /tmp/macuda-kernel-chain/kernel-chain.txt "$out/kernel-chain.txt" 2>/dev/null
 cat "$out/kernel-chain.txt" 2>/dev/null
+# What one case of the op suite costs in runtime calls, NVIDIA's beside
+# ours (case-cost.sh).
+timeout --kill-after=5 200 bash tests/device/case-cost.sh /tmp/macuda-case-cost >/dev/null 2>&1
+cp /tmp/macuda-case-cost/case-cost.txt "$out/case-cost.txt" 2>/dev/null
+cat "$out/case-cost.txt" 2>/dev/null
 bash tests/llama/gate-wait.sh "${WAIT:-240}" "$out"
