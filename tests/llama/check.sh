@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What CI can check of the llama.cpp gate without a GPU: the scripts parse,
-# and the model generator writes the same bytes twice for a seed, other
-# bytes for another seed, and files gguf-py reads back with the tensors,
+# anatomy.py and ops.sh read made-up inputs as made, and the model
+# generator writes the same bytes twice for a seed, other bytes for
+# another seed, and files gguf-py reads back with the tensors,
 # types and shapes llama.cpp's llama architecture expects (the toy shapes;
 # the real ones differ only in their sizes).
 #
@@ -41,6 +42,51 @@ grep -q "median token: 24 kernels in 2 chains, GPU busy 48 us" <<<"$anatomy" || 
 grep -q "handed over in time: 3, gap median 25.0 us" <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
 grep -q "waited for the hand-over: 2," <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
 echo "anatomy.py: a made-up trace of 3 tokens read as made"
+# ops.sh against a made-up test-backend-ops with ops OPA (3 cases) and
+# OPC (2): ours fails OPA's second case and OPC's first in the suite run;
+# alone, OPA's fails on either side every other run (a borderline case)
+# and OPC's only on ours (a failure of ours). The parameters carry the
+# brackets and dots real ones do, which the -p regex must escape.
+mkdir -p "$scratch/fake/bin"
+cat >"$scratch/fake/bin/test-backend-ops" <<'FAKE'
+#!/usr/bin/env bash
+op= re=
+while [ $# -gt 0 ]; do case $1 in -o) op=$2; shift ;; -p) re=$2; shift ;; esac; shift; done
+side=stock
+[ -n "${MACUDA_DEVICE:-}" ] && side=ours
+for o in OPA OPC; do
+  { [ -z "$op" ] || [ "$op" = "$o" ]; } || continue
+  n=3
+  [ $o = OPC ] && n=2
+  for x in $(seq 1 "$n"); do
+    v="ne=[$x,1],s=2.000000"
+    [ -z "$re" ] || [[ $v =~ $re ]] || continue
+    fail=0
+    if [ -z "$re" ]; then
+      [ $side = ours ] && { [ "$o$x" = OPA2 ] || [ "$o$x" = OPC1 ]; } && fail=1
+    else
+      k=$(cat "$FAKE_RUNS.$side" 2>/dev/null || echo 0)
+      echo $((k + 1)) >"$FAKE_RUNS.$side"
+      [ "$o$x" = OPA2 ] && [ $((k % 2)) -eq 0 ] && fail=1
+      [ "$o$x" = OPC1 ] && [ $side = ours ] && fail=1
+    fi
+    if [ $fail = 1 ]; then echo "[$o] ERR = 0.5 > 0.1   $o($v): FAIL"; else echo "  $o($v): OK"; fi
+  done
+done
+FAKE
+chmod +x "$scratch/fake/bin/test-backend-ops"
+ops_rc=0
+FAKE_RUNS=$scratch/fake/runs RERUNS=4 OPS_JOBS=2 bash "$here/ops.sh" "$scratch/fake" "$scratch/fake/lib" \
+  "$scratch/fake/out" >"$scratch/fake/summary.txt" 2>&1 || ops_rc=$?
+ops_summary=$(cat "$scratch/fake/summary.txt")
+for want in "OPA: stock 3/3 (exit 0), ours 2/3" "not pass: 1; borderline" \
+            "OPA(ne=[2,1],s=2.000000)  (alone, failed by stock 2/4, by ours 2/4)" \
+            "OPC(ne=[1,1],s=2.000000)  (alone, failed by stock 0/4, by ours 4/4)" \
+            "in 0, borderline in 1, not in 1;"; do
+  grep -qF "$want" <<<"$ops_summary" || { echo "ops.sh on a made-up suite: no '$want' in:"; echo "$ops_summary"; exit 1; }
+done
+[ "$ops_rc" -eq 1 ] || { echo "ops.sh on a made-up suite with a failure of ours exited $ops_rc"; exit 1; }
+echo "ops.sh: a made-up suite read as made (a borderline case, a failure of ours)"
 "$here/source.sh" "$scratch/llama" >/dev/null
 python3 -m venv "$scratch/venv"
 "$scratch/venv/bin/pip" install -q numpy
