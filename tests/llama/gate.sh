@@ -29,10 +29,13 @@
 #                       (MACUDA_INJECT), and with a kernel faulting on the
 #                       GPU (MACUDA_INJECT_GPU_FAULT): ggml's CUDA error
 #                       with ours, no hang, and the next run as stock's
-#      (default: all of them; decode, bench and fault first, each alone on
-#      the GPU, then the op-suite parts, the longest, side by side,
-#      GATE_OPS_JOBS ops of ours at a time each, default 2, and stock's
-#      whole suite with GATE_STOCK_JOBS workers, default 8),
+#      (default: all but ops-depth1 and ops-copyengine, which tell one
+#      cause of a queue that stands still from another and showed none
+#      on the H200 once GP_PUT was read back before the doorbell; decode,
+#      bench and fault first, each alone on the GPU, then the op-suite
+#      parts, the longest, side by side, GATE_OPS_JOBS ops of ours at a
+#      time each, default 3, and stock's whole suite with GATE_STOCK_JOBS
+#      workers, default 8),
 #   4. writes GATE_OUT/summary.txt: what ran, what passed, the figures.
 #
 # It can run longer than one command may: start it with setsid in the
@@ -49,7 +52,7 @@ build=${LLAMA_BUILD:-/tmp/macuda-llama-build}
 models=${MODELS:-/tmp/macuda-models}
 out=${GATE_OUT:-/tmp/macuda-gate}
 lib=${MACUDA_LIBS:-target/device/cublas/lib}
-parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-depth1 ops-sync ops-copyengine decode bench fault} "
+parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync decode bench fault} "
 mkdir -p "$out" "$models"
 summary=$out/summary.txt
 progress=$out/progress.txt
@@ -168,7 +171,7 @@ fi
 # The op-suite parts run side by side (each runs
 # GATE_OPS_JOBS ops of ours at once): the variants of ours start as soon
 # as stock's graphs-on suite has finished, since they reuse it.
-ops_jobs=${GATE_OPS_JOBS:-2}
+ops_jobs=${GATE_OPS_JOBS:-3}
 ops_names=()
 ops_dirs=()
 ops_pids=()
