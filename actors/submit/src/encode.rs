@@ -59,9 +59,13 @@ pub struct DeviceFormat {
 }
 
 /// How a chain's launches hand over, one to the next: what the completed
-/// grid does to the next QMD, and the memory barrier at each grid's end.
-/// The defaults are what ran on the H200 first; the others are for the
-/// launch benchmark to compare, each checked there on a dependent chain.
+/// grid does to the next QMD, and the memory barrier at the end of each
+/// grid a next one follows in its chain. A chain's tail always ends in a
+/// system-wide barrier, whatever `membar` says: its release is what the
+/// host and the copy engine wait on before they read what the chain
+/// wrote. The defaults are what ran on the H200 first; the others are for
+/// the launch benchmark and `MACUDA_CHAIN_MEMBAR` to compare, each checked
+/// on a dependent chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainTuning {
     pub link: ChainLink,
@@ -87,13 +91,16 @@ pub enum ChainLink {
     InvalidateCopySchedule,
 }
 
-/// CWD_MEMBAR_TYPE at the end of each grid.
+/// CWD_MEMBAR_TYPE at the end of a grid another grid of its chain follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GridMembar {
     /// A system-wide barrier: the grid's writes are visible to the host
-    /// and the copy engine (what CUDA writes).
+    /// and the copy engine (what CUDA writes in the QMDs of its stream
+    /// launches).
     System,
-    /// A GPU-wide barrier: visible to later grids.
+    /// A GPU-wide barrier: visible to later grids, which is all the next
+    /// grid of a chain needs (the tail's system barrier then covers the
+    /// host).
     Gpu,
 }
 
@@ -286,7 +293,8 @@ impl DeviceFormat {
             },
             api_visible_call_limit: ApiVisibleCallLimit::NoCheck,
             sampler_index: SamplerIndex::ViaHeaderIndex,
-            cwd_membar_type: self.chain.membar.membar(),
+            // The tail's barrier; a link narrows it (`link`).
+            cwd_membar_type: GridMembar::System.membar(),
             ..LaunchDescriptor::default()
         };
         d.constant_banks[0] = ConstantBank {
@@ -316,6 +324,7 @@ impl DeviceFormat {
     /// re-reads the next one from memory (it was delivered by copy) and
     /// schedules it.
     pub fn link(&self, d: &mut LaunchDescriptor, next_qmd: u64) {
+        d.cwd_membar_type = self.chain.membar.membar();
         d.dependents[0] = DependentSlot {
             enable: true,
             action: self.chain.link.action(),
@@ -474,6 +483,10 @@ impl DeviceFormat {
     /// # Errors
     /// An address the pointer field cannot hold.
     pub fn link_qmd(&self, q: &mut Qmd, next_qmd: u64) -> Result<(), FormatError> {
+        q.set(
+            self.qmd.layout().cwd_membar_type,
+            self.chain.membar.membar() as u32,
+        )?;
         let d = &self.qmd.layout().dependents[0];
         q.set(d.enable, 1)?;
         q.set(d.action, self.chain.link.action() as u32)?;
@@ -842,6 +855,50 @@ mod tests {
             assert!(d.releases[0].enable && !d.releases[0].payload64b, "sm_{sm}");
             assert_eq!(d.releases[0].payload, 7);
             assert!(f.release_qmd(&mut q, 0x5_0000_0000, 1 << 32).is_err());
+        }
+    }
+
+    #[test]
+    fn a_link_narrows_the_grid_barrier_and_a_tail_keeps_the_system_one() {
+        for sm in [90, 120] {
+            let mut f = test_format(sm).unwrap();
+            f.chain.membar = GridMembar::Gpu;
+            let mut k = kernel();
+            k.param_base = f.area.param_base;
+            let t = f.template(k.clone()).unwrap();
+            let shape = LaunchShape {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                dynamic_shared_bytes: 0,
+            };
+            let params = vec![0u8; k.param_bytes as usize];
+            let mut cb = vec![0u8; f.cbank0_bytes(&k) as usize];
+            let mut launched = |q: &mut Qmd| {
+                f.launch(&t, &shape, &params, q, slot(0x3_0000_0040, &mut cb, false))
+                    .unwrap();
+            };
+            let (mut linked, mut tail) = (Qmd::new(f.qmd), Qmd::new(f.qmd));
+            launched(&mut linked);
+            launched(&mut tail);
+            f.link_qmd(&mut linked, 0x4_0000_0100).unwrap();
+            f.release_qmd(&mut tail, 0x5_0000_0000, 7).unwrap();
+            let field = f.qmd.layout().cwd_membar_type;
+            assert_eq!(
+                linked.get(field),
+                CwdMembarType::L1Membar as u32,
+                "sm_{sm}: link"
+            );
+            assert_eq!(
+                tail.get(field),
+                CwdMembarType::L1Sysmembar as u32,
+                "sm_{sm}: tail"
+            );
+            // The descriptor path (the reference the fast one is held to)
+            // does the same.
+            let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
+            assert_eq!(d.cwd_membar_type, CwdMembarType::L1Sysmembar);
+            f.link(&mut d, 0x4_0000_0100);
+            assert_eq!(d.cwd_membar_type, CwdMembarType::L1Membar);
         }
     }
 
