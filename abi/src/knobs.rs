@@ -22,6 +22,11 @@
 //!   of its own on copy engine N (`NV2080_ENGINE_TYPE_COPYn`, as CUDA
 //!   places its copies), or in the compute channel's group (`compute`, the
 //!   default), to compare how copies fare on a GPU many processes share.
+//! - `MACUDA_CHAIN_MEMBAR=gpu|system`: the memory barrier at the end of a
+//!   grid that another of its chain follows (`system` by default, as
+//!   CUDA's stream launches have it; `gpu` is enough for the next grid,
+//!   and the chain's tail keeps the system one either way), to measure
+//!   what the wider barrier costs a chain of small kernels.
 //! - `MACUDA_PROFILE=FILE`: the per-kernel GPU timeline, written at exit
 //!   as a trace-event JSON at FILE (ui.perfetto.dev opens it) and a text
 //!   summary at FILE.txt (`crate::profile_trace`).
@@ -40,6 +45,7 @@ pub const CHAIN_DEPTH: &str = "MACUDA_CHAIN_DEPTH";
 pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
 pub const SYNC_PATIENCE: &str = "MACUDA_SYNC_PATIENCE";
 pub const COPY_ENGINE: &str = "MACUDA_COPY_ENGINE";
+pub const CHAIN_MEMBAR: &str = "MACUDA_CHAIN_MEMBAR";
 pub const LOG: &str = "MACUDA_LOG";
 pub const PROFILE: &str = "MACUDA_PROFILE";
 pub const INJECT: &str = "MACUDA_INJECT";
@@ -75,6 +81,8 @@ pub struct Knobs {
     pub sync_launches: bool,
     pub sync_patience: Option<std::time::Duration>,
     pub copy_placement: Option<macuda_gsp::CopyPlacement>,
+    /// The barrier between the grids of a chain.
+    pub chain_membar: Option<macuda_submit::GridMembar>,
     /// Where the GPU timeline goes at exit.
     pub profile: Option<std::path::PathBuf>,
     pub inject: Option<InjectSpec>,
@@ -142,6 +150,20 @@ impl Knobs {
                     })?,
             }),
         };
+        let chain_membar = match text(CHAIN_MEMBAR) {
+            None => None,
+            Some(v) => Some(match v.trim() {
+                "system" => macuda_submit::GridMembar::System,
+                "gpu" => macuda_submit::GridMembar::Gpu,
+                _ => {
+                    return Err(KnobError {
+                        name: CHAIN_MEMBAR,
+                        value: v,
+                        expected: "gpu or system",
+                    })
+                }
+            }),
+        };
         let profile = match get(PROFILE) {
             None => None,
             Some(v) if v.is_empty() => {
@@ -181,6 +203,7 @@ impl Knobs {
             sync_launches,
             sync_patience,
             copy_placement,
+            chain_membar,
             profile,
             inject,
             gpu_fault_at,
@@ -251,6 +274,22 @@ mod tests {
         assert_eq!(k.gpu_fault_at, Some(7));
         assert!(k.sync_launches);
         assert!(!knobs(&[(SYNC_LAUNCHES, "0")]).unwrap().sync_launches);
+    }
+
+    #[test]
+    fn the_chain_barrier_reaches_the_submit_actors_config_and_a_bad_one_is_named() {
+        use macuda_submit::GridMembar;
+        let k = knobs(&[(CHAIN_MEMBAR, "gpu")]).unwrap();
+        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
+        assert_eq!(config.submit.chain.membar, GridMembar::Gpu);
+        let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
+        assert_eq!(default.submit.chain.membar, GridMembar::System);
+        assert_eq!(
+            knobs(&[(CHAIN_MEMBAR, " system ")]).unwrap().chain_membar,
+            Some(GridMembar::System)
+        );
+        let e = knobs(&[(CHAIN_MEMBAR, "sys")]).unwrap_err();
+        assert_eq!((e.name, e.value.as_str()), (CHAIN_MEMBAR, "sys"));
     }
 
     #[test]

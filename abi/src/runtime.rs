@@ -122,8 +122,8 @@ fn chosen_device() -> Result<DeviceSpec, CudaError> {
 
 /// The Host config the runtime uses for `spec`: the null card keeps its
 /// memory (so copies and memsets work), Ctrl-C stays the program's, and
-/// the knobs' chain depth, sync patience, copy placement and injected
-/// fault apply.
+/// the knobs' chain depth, sync patience, copy placement, chain barrier
+/// and injected fault apply.
 pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     let mut config = HostConfig::new(spec.clone());
     if let Some(depth) = knobs.chain_depth {
@@ -135,6 +135,9 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     config.deadline = deadline_for(config.submit.sync_timeout);
     if let Some(placement) = knobs.copy_placement {
         config.submit.copy_placement = placement;
+    }
+    if let Some(membar) = knobs.chain_membar {
+        config.submit.chain.membar = membar;
     }
     if knobs.profile.is_some() {
         config.submit.profile_slots = Some(PROFILE_SLOTS);
