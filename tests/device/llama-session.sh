@@ -45,8 +45,12 @@ tar czf "$out/cublas-order.tgz" -C "$cublas_out" cublas 2>/dev/null
 echo "cublas order: $(grep -c 'the same as' "$out/cublas-order.txt" 2>/dev/null) shapes as NVIDIA's, $(grep -c 'DIFFERENT' "$out/cublas-order.txt" 2>/dev/null) not"
 grep "^router" "$out/cublas-order.txt" 2>/dev/null
 # The GPU's time a small kernel, NVIDIA's beside ours (kernel-chain.sh).
+# Then ours with the GPU-wide barrier between a chain's grids
+# (MACUDA_CHAIN_MEMBAR=gpu), against stock again in the same run.
 timeout --kill-after=5 200 bash tests/device/kernel-chain.sh /tmp/macuda-kernel-chain >/dev/null 2>&1
 cp /tmp/macuda-kernel-chain/kernel-chain.txt "$out/kernel-chain.txt" 2>/dev/null
+OURS_ENV=MACUDA_CHAIN_MEMBAR=gpu timeout --kill-after=5 200 bash tests/device/kernel-chain.sh /tmp/macuda-kernel-chain-gpu >/dev/null 2>&1
+sed 's/^/membar gpu: /' /tmp/macuda-kernel-chain-gpu/kernel-chain.txt >>"$out/kernel-chain.txt" 2>/dev/null
 cat "$out/kernel-chain.txt" 2>/dev/null
 # What one case of the op suite costs in runtime calls, NVIDIA's beside
 # ours (case-cost.sh).

@@ -23,6 +23,9 @@
 #        ops-copyengine ours with MACUDA_COPY_ENGINE=2: the copy channel in
 #                       a group of its own on copy engine 2, as CUDA
 #                       places its copies (stock reused)
+#        ops-membargpu  ours with MACUDA_CHAIN_MEMBAR=gpu: a GPU-wide barrier
+#                       between the grids of a chain, the tail's still
+#                       system-wide (stock reused)
 #        decode         greedy text byte-compared (decode.sh)
 #        bench          llama-bench pp512 / tg128 ratios (bench.sh)
 #        fault          llama-simple with the submit actor failing under it
@@ -31,7 +34,8 @@
 #                       with ours, no hang, and the next run as stock's
 #      (default: all but ops-depth1 and ops-copyengine, which tell one
 #      cause of a queue that stands still from another and showed none
-#      on the H200 once GP_PUT was read back before the doorbell; decode,
+#      on the H200 once GP_PUT was read back before the doorbell, and
+#      ops-membargpu, a candidate default's check; decode,
 #      bench and fault first, each alone on the GPU, then the op-suite
 #      parts, the longest, side by side, GATE_OPS_JOBS ops of ours at a
 #      time each, default 3, and stock's whole suite with GATE_STOCK_JOBS
@@ -118,10 +122,10 @@ fi
 # matters most and takes minutes.
 if [[ $parts == *" decode "* ]]; then
   note "decode started"
-  bash "$here/decode.sh" "$build" "$lib" "$out/decode" \
+  OURS_ENV=${GATE_OURS_ENV:-} bash "$here/decode.sh" "$build" "$lib" "$out/decode" \
     "$(model 1b-q4_0)" "$(model 1b-f16)" "$(model 8b-q4_0)" "$(model moe-q4_0)" >"$out/decode.log" 2>&1
   rc=$?
-  result "greedy decode, ours byte-identical to stock" "$rc"
+  result "greedy decode, ours byte-identical to stock${GATE_OURS_ENV:+ (ours with $GATE_OURS_ENV)}" "$rc"
   sed 's/^/        /' "$out/decode/decode.txt" | tee -a "$summary"
   # For a model whose text differs, the first tensor ours computes
   # differently (diverge.sh).
@@ -133,9 +137,9 @@ if [[ $parts == *" decode "* ]]; then
 fi
 if [[ $parts == *" bench "* ]]; then
   note "bench started"
-  bash "$here/bench.sh" "$build" "$lib" "$out/bench" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/bench.log" 2>&1
+  OURS_ENV=${GATE_OURS_ENV:-} bash "$here/bench.sh" "$build" "$lib" "$out/bench" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/bench.log" 2>&1
   rc=$?
-  result "llama-bench, stock and ours interleaved" "$rc"
+  result "llama-bench, stock and ours interleaved${GATE_OURS_ENV:+ (ours with $GATE_OURS_ENV)}" "$rc"
   sed 's/^/        /' "$out/bench/bench.txt" | tee -a "$summary"
 fi
 if [[ $parts == *" fault "* ]]; then
@@ -175,9 +179,9 @@ ops_jobs=${GATE_OPS_JOBS:-3}
 ops_names=()
 ops_dirs=()
 ops_pids=()
-# GATE_OURS_ENV="K=V ..." goes to ours in every op-suite part (e.g.
-# MACUDA_SYNC_PATIENCE=120, to tell a queue the shared GPU runs slowly from
-# one that never moves).
+# GATE_OURS_ENV="K=V ..." goes to ours in the decode, bench and every
+# op-suite part (e.g. MACUDA_CHAIN_MEMBAR=gpu, to check a candidate
+# default everywhere at once).
 ops_start() { # NAME OUTDIR; BOTH_ENV, OURS_ENV and STOCK_FROM as the caller sets them
   note "$1 started"
   OURS_ENV="${OURS_ENV:-} ${GATE_OURS_ENV:-}" STOCK_JOBS=${GATE_STOCK_JOBS:-8} OPS_JOBS=$ops_jobs \
@@ -193,7 +197,7 @@ if [[ $parts == *" ops-nographs "* ]]; then
   BOTH_ENV=GGML_CUDA_DISABLE_GRAPHS=1 ops_start "test-backend-ops, graphs off" "$out/ops-nographs"
 fi
 variants=()
-for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 depth1:MACUDA_CHAIN_DEPTH=1 sync:MACUDA_SYNC_LAUNCHES=1 copyengine:MACUDA_COPY_ENGINE=2; do
+for v in depth32:MACUDA_CHAIN_DEPTH=32 depth64:MACUDA_CHAIN_DEPTH=64 depth1:MACUDA_CHAIN_DEPTH=1 sync:MACUDA_SYNC_LAUNCHES=1 copyengine:MACUDA_COPY_ENGINE=2 membargpu:MACUDA_CHAIN_MEMBAR=gpu; do
   [[ $parts == *" ops-${v%%:*} "* ]] && variants+=("$v")
 done
 if [ ${#variants[@]} -gt 0 ]; then
