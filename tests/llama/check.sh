@@ -42,11 +42,12 @@ grep -q "median token: 24 kernels in 2 chains, GPU busy 48 us" <<<"$anatomy" || 
 grep -q "handed over in time: 3, gap median 25.0 us" <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
 grep -q "waited for the hand-over: 2," <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
 echo "anatomy.py: a made-up trace of 3 tokens read as made"
-# ops.sh against a made-up test-backend-ops with ops OPA (3 cases) and
-# OPC (2): ours fails OPA's second case and OPC's first in the suite run;
-# alone, OPA's fails on either side every other run (a borderline case)
-# and OPC's only on ours (a failure of ours). The parameters carry the
-# brackets and dots real ones do, which the -p regex must escape.
+# ops.sh against a made-up test-backend-ops with ops OPA and OPD (3 cases
+# each) and OPC (2): ours fails OPA's second case and OPC's first in the
+# suite run and never reaches OPD's last two; alone, OPA's fails on either
+# side every other run (a borderline case) and OPC's only on ours (a
+# failure of ours); OPD's, never reached, are not rerun. The parameters
+# carry the brackets and dots real ones do, which the -p regex must escape.
 mkdir -p "$scratch/fake/bin"
 cat >"$scratch/fake/bin/test-backend-ops" <<'FAKE'
 #!/usr/bin/env bash
@@ -54,13 +55,15 @@ op= re=
 while [ $# -gt 0 ]; do case $1 in -o) op=$2; shift ;; -p) re=$2; shift ;; esac; shift; done
 side=stock
 [ -n "${MACUDA_DEVICE:-}" ] && side=ours
-for o in OPA OPC; do
+for o in OPA OPC OPD; do
   { [ -z "$op" ] || [ "$op" = "$o" ]; } || continue
   n=3
   [ $o = OPC ] && n=2
   for x in $(seq 1 "$n"); do
     v="ne=[$x,1],s=2.000000"
     [ -z "$re" ] || [[ $v =~ $re ]] || continue
+    # Ours stops before OPD's second case (a crash), and it is not rerun.
+    [ "$o$x$side" = OPD2ours ] && exit 134
     fail=0
     if [ -z "$re" ]; then
       [ $side = ours ] && { [ "$o$x" = OPA2 ] || [ "$o$x" = OPC1 ]; } && fail=1
@@ -82,11 +85,13 @@ ops_summary=$(cat "$scratch/fake/summary.txt")
 for want in "OPA: stock 3/3 (exit 0), ours 2/3" "not pass: 1; borderline" \
             "OPA(ne=[2,1],s=2.000000)  (alone, failed by stock 2/4, by ours 2/4)" \
             "OPC(ne=[1,1],s=2.000000)  (alone, failed by stock 0/4, by ours 4/4)" \
-            "in 0, borderline in 1, not in 1;"; do
+            "OPD: stock 3/3 (exit 0), ours 1/1 (exit 134" \
+            "in 0, borderline in 1, not in 2;"; do
   grep -qF "$want" <<<"$ops_summary" || { echo "ops.sh on a made-up suite: no '$want' in:"; echo "$ops_summary"; exit 1; }
 done
+[ ! -s "$scratch/fake/out/ops-OPD.reruns.txt" ] || { echo "ops.sh reran a case ours never reached"; exit 1; }
 [ "$ops_rc" -eq 1 ] || { echo "ops.sh on a made-up suite with a failure of ours exited $ops_rc"; exit 1; }
-echo "ops.sh: a made-up suite read as made (a borderline case, a failure of ours)"
+echo "ops.sh: a made-up suite read as made (a borderline case, a failure of ours, cases never reached)"
 "$here/source.sh" "$scratch/llama" >/dev/null
 python3 -m venv "$scratch/venv"
 "$scratch/venv/bin/pip" install -q numpy
