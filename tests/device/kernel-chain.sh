@@ -15,17 +15,10 @@ cd "$(dirname "$0")/../.."
 out=$1
 shift
 mkdir -p "$out"
-lib=${MACUDA_LIBS:-target/device/cublas/lib}
-nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)}
-bin=$out/kernel_chain
-"$nvcc" -O2 -arch=sm_90 -cudart shared -o "$bin" tests/device/kernel_chain.cu || { echo "nvcc failed"; exit 1; }
-read -r -a ours_env <<<"${OURS_ENV:-}"
+. tests/device/rounds.sh
+rounds kernel_chain "$@"
 summary=$out/kernel-chain.txt
 : >"$summary"
-for round in 1 2; do
-  timeout 120 "$bin" "$@" >"$out/stock.$round.txt" 2>&1
-  env "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout 120 "$bin" "$@" >"$out/ours.$round.txt" 2>&1
-done
 python3 - "$out" <<'PY' | tee -a "$summary"
 import re, sys
 out = sys.argv[1]

@@ -1,0 +1,21 @@
+# Sourced by the side-by-side device benchmarks (kernel-chain.sh,
+# case-cost.sh), from the repository root: `rounds NAME [ARGS...]` builds
+# tests/device/NAME.cu with the GPU machine's nvcc against NVIDIA's shared
+# cudart into OUT/NAME, then runs it with ARGS twice a side, stock first
+# and ours after it (MACUDA_DEVICE=kernel, our libraries from MACUDA_LIBS,
+# default target/device/cublas/lib, and OURS_ENV="K=V ..."), into
+# OUT/{stock,ours}.{1,2}.txt. The caller sets `out`; exits 1 where nvcc
+# fails.
+rounds() {
+  local name=$1
+  shift
+  local lib=${MACUDA_LIBS:-target/device/cublas/lib}
+  local nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)}
+  local bin=$out/$name ours_env round
+  "$nvcc" -O2 -arch=sm_90 -cudart shared -o "$bin" "tests/device/$name.cu" || { echo "nvcc failed"; exit 1; }
+  read -r -a ours_env <<<"${OURS_ENV:-}"
+  for round in 1 2; do
+    timeout 120 "$bin" "$@" >"$out/stock.$round.txt" 2>&1
+    env "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout 120 "$bin" "$@" >"$out/ours.$round.txt" 2>&1
+  done
+}
