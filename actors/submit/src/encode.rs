@@ -822,28 +822,35 @@ mod tests {
         }
     }
 
+    /// One block of one warp of `kernel()` through the fast path: the
+    /// kernel, the shape and the QMD it got.
+    fn one_warp_launch(f: &DeviceFormat) -> (KernelDesc, LaunchShape, Qmd) {
+        let mut k = kernel();
+        k.param_base = f.area.param_base;
+        let t = f.template(k.clone()).unwrap();
+        let shape = LaunchShape {
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            dynamic_shared_bytes: 0,
+        };
+        let params = vec![0u8; k.param_bytes as usize];
+        let (mut q, mut cb) = (Qmd::new(f.qmd), vec![0u8; f.cbank0_bytes(&k) as usize]);
+        f.launch(
+            &t,
+            &shape,
+            &params,
+            &mut q,
+            slot(0x3_0000_0040, &mut cb, false),
+        )
+        .unwrap();
+        (k, shape, q)
+    }
+
     #[test]
     fn the_tail_release_is_one_32_bit_word() {
         for sm in [90, 120] {
             let f = test_format(sm).unwrap();
-            let mut k = kernel();
-            k.param_base = f.area.param_base;
-            let t = f.template(k.clone()).unwrap();
-            let shape = LaunchShape {
-                grid: [1, 1, 1],
-                block: [32, 1, 1],
-                dynamic_shared_bytes: 0,
-            };
-            let (mut q, mut cb) = (Qmd::new(f.qmd), vec![0u8; f.cbank0_bytes(&k) as usize]);
-            let params = vec![0u8; k.param_bytes as usize];
-            f.launch(
-                &t,
-                &shape,
-                &params,
-                &mut q,
-                slot(0x3_0000_0040, &mut cb, false),
-            )
-            .unwrap();
+            let (_, _, mut q) = one_warp_launch(&f);
             f.release_qmd(&mut q, 0x5_0000_0000, 7).unwrap();
             let mut raw = vec![0u8; f.qmd_bytes() as usize];
             qmd_bytes(&q, &mut raw);
@@ -863,23 +870,8 @@ mod tests {
         for sm in [90, 120] {
             let mut f = test_format(sm).unwrap();
             f.chain.membar = GridMembar::Gpu;
-            let mut k = kernel();
-            k.param_base = f.area.param_base;
-            let t = f.template(k.clone()).unwrap();
-            let shape = LaunchShape {
-                grid: [1, 1, 1],
-                block: [32, 1, 1],
-                dynamic_shared_bytes: 0,
-            };
-            let params = vec![0u8; k.param_bytes as usize];
-            let mut cb = vec![0u8; f.cbank0_bytes(&k) as usize];
-            let mut launched = |q: &mut Qmd| {
-                f.launch(&t, &shape, &params, q, slot(0x3_0000_0040, &mut cb, false))
-                    .unwrap();
-            };
-            let (mut linked, mut tail) = (Qmd::new(f.qmd), Qmd::new(f.qmd));
-            launched(&mut linked);
-            launched(&mut tail);
+            let (k, shape, mut linked) = one_warp_launch(&f);
+            let (_, _, mut tail) = one_warp_launch(&f);
             f.link_qmd(&mut linked, 0x4_0000_0100).unwrap();
             f.release_qmd(&mut tail, 0x5_0000_0000, 7).unwrap();
             let field = f.qmd.layout().cwd_membar_type;
