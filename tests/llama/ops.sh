@@ -131,7 +131,7 @@ for op in "${ops[@]}"; do
 done
 # Cases ours failed (a FAIL line, not a case it never reached).
 failed() { lost "$1" "$2" | while read -r c; do
-  grep -qF "$c: " "$2" && grep -F "$c: " "$2" | grep -qE ": (.* )?FAIL$" && echo "$c"
+  grep -F "$c: " "$2" | grep -qE ": (.* )?FAIL$" && echo "$c"
 done; }
 # One case alone on one side: prints ok or fail.
 case_once() { # SIDE OP PARAMS-REGEX
