@@ -92,6 +92,14 @@ impl FaultPlan {
 /// the actor runs. The supervisor keeps one per actor across restarts.
 pub type FaultSwitch = Arc<ArcSwapOption<FaultPlan>>;
 
+/// Work an actor takes outside its mailbox that a caller waits on (the
+/// submit lane's sync points) counts for the installed plan as a request of
+/// `kind`: `Some` when the plan fires at it, which the actor then acts out
+/// (a panic, an error at the next reply, a hang).
+pub fn fault_at(switch: &FaultSwitch, kind: &str) -> Option<(FaultAction, u64)> {
+    switch.load().as_ref().and_then(|plan| plan.check(kind))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +120,18 @@ mod tests {
         assert_eq!(plan.check("a"), None);
         assert_eq!(plan.check("b"), None);
         assert_eq!(plan.check("c"), Some((FaultAction::Hang, 3)));
+    }
+
+    #[test]
+    fn work_outside_the_mailbox_counts_as_a_request() {
+        let switch = FaultSwitch::default();
+        assert_eq!(fault_at(&switch, "sync_point"), None, "no plan");
+        switch.store(Some(Arc::new(FaultPlan::new(FaultAction::Panic, 2))));
+        assert_eq!(fault_at(&switch, "sync_point"), None);
+        assert_eq!(
+            fault_at(&switch, "sync_point"),
+            Some((FaultAction::Panic, 2))
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod status;
 
 pub use error::{error_chain, find_in_chain, ActorError, ActorFault, Severity};
 pub use event::{Failure, SupervisorEvent};
-pub use fault::{FaultAction, FaultPlan, FaultSwitch, ParseFaultError};
+pub use fault::{fault_at, FaultAction, FaultPlan, FaultSwitch, ParseFaultError};
 pub use harness::{
     spawn, spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx, Handle, Parking, Reply,
     Request, StopOutcome, Waker,
