@@ -11,9 +11,12 @@ use crate::local::LocalMemory;
 use crate::profile::{Profile, ProfileReport};
 use crate::queue::{Queue, QueueKind};
 use crate::records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};
+use crate::sync_board::{Posted, SyncBoard, SyncWatch};
 use crate::templates::TokenTemplates;
 use crossbeam_queue::ArrayQueue;
-use macuda_core::{actor_protocol, ActorFault, Severity, Waker};
+use macuda_core::{
+    actor_protocol, fault_at, ActorError, ActorFault, FaultAction, FaultSwitch, Severity, Waker,
+};
 use macuda_gsp::{ChannelFault, ChannelSetup, Channels, Doorbell, GspHandle};
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::push::USERD_BYTES;
@@ -171,6 +174,29 @@ struct SubmitActor {
     stats: SubmitStats,
     /// The per-kernel GPU timeline, when the config asks for one.
     profile: Option<Profile>,
+    /// Where callers that wait on their own threads get the timeline
+    /// values of their sync points.
+    sync_board: Arc<SyncBoard>,
+    /// The fault plan the harness checks requests against, for the sync
+    /// points the lane brings (requests by another way).
+    faults: FaultSwitch,
+    /// This actor's name, as the supervisor gave it.
+    actor_name: &'static str,
+    /// A sync point posted for a caller's own wait: once the caller has
+    /// seen it done, and nothing was issued since, the next token starts
+    /// over as after a mailbox sync.
+    posted_sync: Option<PostedSync>,
+}
+
+/// The name a lane's sync point has in fault plans and crash reports.
+const SYNC_POINT: &str = "sync_point";
+
+/// The sync point last posted, and what had been issued then.
+#[derive(Debug, Clone, Copy)]
+struct PostedSync {
+    ticket: u64,
+    compute: u64,
+    copy: u64,
 }
 
 /// Semaphore memory: two 64-bit timelines, 16 bytes apart, then one stamp
@@ -210,6 +236,11 @@ impl SubmitActor {
         let mut launches = 0u64;
         while let Some(item) = self.lane.pop() {
             did = true;
+            self.standstill_if_seen();
+            if let LaneItem::SyncPoint { ticket } = item {
+                self.post_sync_point(ticket);
+                continue;
+            }
             if self.broken() {
                 // The command streams are in an unknown state: what follows
                 // is dropped, and the next sync point reports the failure.
@@ -247,6 +278,7 @@ impl SubmitActor {
                 // One compute channel runs every stream in order, so a wait on
                 // a compute event is already satisfied by position.
                 LaneItem::WaitEvent { .. } => Ok(()),
+                LaneItem::SyncPoint { .. } => Ok(()),
             };
             if let Err(e) = r {
                 self.note_failure(e);
@@ -260,6 +292,86 @@ impl SubmitActor {
             self.stats.build_ns += spent.saturating_sub(other);
         }
         did
+    }
+
+    /// A caller waits out a sync point itself: flush what came before and
+    /// post the timeline values that cover it, or, in anything but the
+    /// plain case, tell it to ask (the mailbox sync reports and recovers).
+    fn post_sync_point(&mut self, ticket: u64) {
+        self.stats.caller_syncs += 1;
+        // A sync point is a request the caller sent through the lane: an
+        // installed fault plan counts it (MACUDA_INJECT=submit:...).
+        if let Some((action, nth)) = fault_at(&self.faults, SYNC_POINT) {
+            match action {
+                FaultAction::Panic => panic!("injected panic at request #{nth} (`{SYNC_POINT}`)"),
+                FaultAction::Error => self.note_failure(SubmitError::Actor(ActorError::Injected {
+                    actor: self.actor_name,
+                    op: SYNC_POINT,
+                    nth,
+                })),
+                // Never answered: the caller's wait runs out and its
+                // mailbox sync misses the deadline.
+                FaultAction::Hang => loop {
+                    std::thread::park();
+                },
+            }
+        }
+        let plain = !self.broken() && !self.declined_since_sync && self.profile.is_none();
+        let flushed = plain
+            && match self.flush_chain_keep_going() {
+                Ok(()) => true,
+                Err(e) => {
+                    self.note_failure(e);
+                    false
+                }
+            };
+        let answer = if flushed && self.failure.is_none() {
+            let (compute, copy) = (self.compute.issued, self.copy.issued);
+            self.posted_sync = Some(PostedSync {
+                ticket,
+                compute,
+                copy,
+            });
+            Posted::Wait {
+                // Work the device declined is not outstanding.
+                compute: if compute > self.dropped_through {
+                    compute
+                } else {
+                    0
+                },
+                copy: if copy > self.copy_dropped_through {
+                    copy
+                } else {
+                    0
+                },
+            }
+        } else {
+            Posted::AskActor
+        };
+        self.sync_board.post(ticket, answer);
+    }
+
+    /// After a caller saw its sync point done: the host waited for
+    /// everything, so the next token lines up again, as after a mailbox
+    /// sync. Not when anything was issued since (it may be in flight).
+    fn standstill_if_seen(&mut self) {
+        let Some(p) = self.posted_sync else {
+            return;
+        };
+        let issued_since = (self.compute.issued, self.copy.issued) != (p.compute, p.copy);
+        if issued_since {
+            self.posted_sync = None;
+        } else if self.sync_board.observed() >= p.ticket {
+            self.posted_sync = None;
+            self.standstill();
+        }
+    }
+
+    /// The host waited for everything: the next token starts over.
+    fn standstill(&mut self) {
+        self.arena.standstill();
+        self.tokens.standstill();
+        self.depth.standstill();
     }
 
     /// Lane work has no caller to return errors to: a failure is logged and
@@ -361,12 +473,21 @@ impl SubmitService for SubmitActor {
     }
 
     fn lane(&mut self) -> Result<LaunchLane, SubmitError> {
+        // The profiler records each sync in the actor: those go through it.
+        let caller_waits = self.config.caller_waits && self.profile.is_none();
+        let watch = match (self.compute.timeline.mapped(), self.copy.timeline.mapped()) {
+            (Some(compute), Some(copy)) if caller_waits => {
+                Some(SyncWatch::new(Arc::clone(&self.sync_board), compute, copy))
+            }
+            _ => None,
+        };
         Ok(LaunchLane::new(
             Arc::clone(&self.lane),
             self.waker.clone(),
             &self.lane_consumer,
             // As long as a sync point waits before it calls the queue stuck.
             self.config.sync_timeout,
+            watch,
         ))
     }
 
@@ -503,9 +624,8 @@ impl SubmitService for SubmitActor {
             self.wait_timeline(QueueKind::Copy, copies)?;
         }
         // The host waited for everything: the next token lines up again.
-        self.arena.standstill();
-        self.tokens.standstill();
-        self.depth.standstill();
+        self.posted_sync = None;
+        self.standstill();
         if let Some(began) = began {
             self.profile_sync(Some(stream), began)?;
         }

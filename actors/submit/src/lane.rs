@@ -6,6 +6,7 @@
 //! the actor's mailbox and wait, and the actor drains the lane before it
 //! answers them, so everything pushed before a sync is ordered before it.
 
+use crate::sync_board::{CallerSync, SyncWatch};
 use crossbeam_queue::ArrayQueue;
 use macuda_core::Waker;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -125,6 +126,12 @@ pub enum LaneItem {
         stream: StreamId,
         event: EventId,
     },
+    /// A caller waits for everything before this on its own thread: the
+    /// actor posts the timeline values that cover it on the sync board
+    /// (`crate::sync_board`).
+    SyncPoint {
+        ticket: u64,
+    },
 }
 
 /// Why the lane took nothing.
@@ -159,6 +166,9 @@ pub struct LaunchLane {
     /// How long a push waits on a full lane.
     patience: Duration,
     pushed: Arc<AtomicU64>,
+    /// Where a caller waits out a sync point itself, where the timelines
+    /// are mapped and the config lets it.
+    watch: Option<SyncWatch>,
 }
 
 impl LaunchLane {
@@ -167,6 +177,7 @@ impl LaunchLane {
         waker: Waker,
         consumer: &LaneConsumer,
         patience: Duration,
+        watch: Option<SyncWatch>,
     ) -> LaunchLane {
         LaunchLane {
             queue,
@@ -174,6 +185,7 @@ impl LaunchLane {
             consumer: Arc::downgrade(&consumer.alive),
             patience,
             pushed: Arc::clone(&consumer.pushed),
+            watch,
         }
     }
 
@@ -188,6 +200,11 @@ impl LaunchLane {
     /// # Errors
     /// The submit actor has stopped, or took nothing for the patience.
     pub fn push(&self, item: LaneItem) -> Result<(), LaneError> {
+        self.push_counted(item).map(|_| ())
+    }
+
+    /// As [`LaunchLane::push`]; returns the lane's count with this item.
+    fn push_counted(&self, item: LaneItem) -> Result<u64, LaneError> {
         if self.consumer_gone() {
             return Err(LaneError::Stopped);
         }
@@ -214,9 +231,28 @@ impl LaunchLane {
                 }
             }
         }
-        self.pushed.fetch_add(1, Ordering::SeqCst);
+        let count = self.pushed.fetch_add(1, Ordering::SeqCst) + 1;
         self.waker.wake();
-        Ok(())
+        Ok(count)
+    }
+
+    /// Wait on this thread for everything the lane took so far, where the
+    /// lane has a sync watch: a sync point into the lane, the actor's
+    /// answer from the board, then the timelines read here. Anything else
+    /// than the plain case says to ask the actor (`crate::sync_board`).
+    pub fn sync_point(&self) -> CallerSync {
+        let Some(watch) = &self.watch else {
+            return CallerSync::AskActor;
+        };
+        let ticket = watch.ticket();
+        let Ok(covered) = self.push_counted(LaneItem::SyncPoint { ticket }) else {
+            return CallerSync::AskActor;
+        };
+        if watch.wait(ticket, || self.consumer_gone()) {
+            CallerSync::Done { covered }
+        } else {
+            CallerSync::AskActor
+        }
     }
 
     /// How many items the actor's lanes have taken so far. Every one
@@ -247,8 +283,8 @@ mod tests {
         let queue = Arc::new(ArrayQueue::new(8));
         let (waker, _parking) = macuda_core::wake_pair();
         let consumer = LaneConsumer::default();
-        let a = LaunchLane::new(Arc::clone(&queue), waker.clone(), &consumer, PATIENCE);
-        let b = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE);
+        let a = LaunchLane::new(Arc::clone(&queue), waker.clone(), &consumer, PATIENCE, None);
+        let b = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE, None);
         assert_eq!(a.pushed(), 0);
         a.push(fill(0)).unwrap();
         b.push(fill(1)).unwrap();
@@ -273,7 +309,7 @@ mod tests {
         let queue = Arc::new(ArrayQueue::new(2));
         let (waker, _parking) = macuda_core::wake_pair();
         let consumer = LaneConsumer::default();
-        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE);
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE, None);
         let reader = {
             let q = Arc::clone(&queue);
             std::thread::spawn(move || {
@@ -305,7 +341,7 @@ mod tests {
         let (waker, _parking) = macuda_core::wake_pair();
         let consumer = LaneConsumer::default();
         let patience = Duration::from_millis(50);
-        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, patience);
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, patience, None);
         lane.push(fill(0)).unwrap();
         lane.push(fill(1)).unwrap();
         let started = Instant::now();
@@ -336,7 +372,7 @@ mod tests {
         let queue = Arc::new(ArrayQueue::new(4));
         let (waker, _parking) = macuda_core::wake_pair();
         let consumer = LaneConsumer::default();
-        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE);
+        let lane = LaunchLane::new(Arc::clone(&queue), waker, &consumer, PATIENCE, None);
         for i in 0..4 {
             lane.push(fill(i)).unwrap();
         }

@@ -31,6 +31,7 @@ pub mod pushbuf;
 mod queue;
 mod records;
 pub mod ring;
+mod sync_board;
 mod templates;
 mod timeline;
 
@@ -49,3 +50,4 @@ pub use profile::{
 };
 pub use queue::QueueKind;
 pub use records::{LaunchRecord, Submission, SubmitConfig, SubmitStats, UploadReceipt};
+pub use sync_board::{CallerSync, CALLER_PATIENCE};

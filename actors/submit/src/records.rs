@@ -76,6 +76,10 @@ pub struct SubmitConfig {
     /// Report slots of the per-kernel GPU timeline (`crate::profile`);
     /// `None`, the default, profiles nothing.
     pub profile_slots: Option<u32>,
+    /// Callers wait out their syncs on their own threads where the
+    /// timelines are mapped (`crate::sync_board`); off, every sync goes
+    /// through the actor's mailbox.
+    pub caller_waits: bool,
 }
 
 impl Default for SubmitConfig {
@@ -95,6 +99,7 @@ impl Default for SubmitConfig {
             chain: ChainTuning::default(),
             copy_placement: CopyPlacement::default(),
             profile_slots: None,
+            caller_waits: true,
         }
     }
 }
@@ -134,4 +139,6 @@ pub struct SubmitStats {
     /// Doorbells a wait rang again for a channel that stood still with GP
     /// entries Host had not fetched (0 in a healthy run).
     pub doorbells_rerung: u64,
+    /// Sync points posted for callers that wait on their own threads.
+    pub caller_syncs: u64,
 }

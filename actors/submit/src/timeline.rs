@@ -62,6 +62,15 @@ impl Timeline {
         Timeline { address, reach }
     }
 
+    /// The CPU's mapping of the semaphore and its offset there, where the
+    /// timeline is read through one.
+    pub(crate) fn mapped(&self) -> Option<(CpuView, u64)> {
+        match &self.reach {
+            Reach::Window { view, offset } => Some((view.clone(), *offset)),
+            _ => None,
+        }
+    }
+
     /// The value the engine last released.
     pub(crate) fn completed(&self) -> Result<u64, SubmitError> {
         match &self.reach {

@@ -18,6 +18,7 @@ use crate::pushbuf::PushBuffer;
 use crate::queue::Queue;
 use crate::records::{SubmitConfig, SubmitStats};
 use crate::ring::GpFifoRing;
+use crate::sync_board::SyncBoard;
 use crate::templates::TokenTemplates;
 use crate::timeline::Timeline;
 use crossbeam_queue::ArrayQueue;
@@ -283,6 +284,10 @@ pub fn spawn(
         tokens: TokenTemplates::default(),
         stats: SubmitStats::default(),
         profile,
+        sync_board: Arc::new(SyncBoard::new()),
+        posted_sync: None,
+        faults: config.faults.clone(),
+        actor_name: config.name,
     };
     // Video memory is not zeroed: the timelines start at 0 or a stale
     // value would mark work done that never ran, and USERD starts empty.
