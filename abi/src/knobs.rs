@@ -27,6 +27,11 @@
 //!   CUDA's stream launches have it; `gpu` is enough for the next grid,
 //!   and the chain's tail keeps the system one either way), to measure
 //!   what the wider barrier costs a chain of small kernels.
+//! - `MACUDA_SYNC_WAIT=caller|actor`: who waits out a stream or device
+//!   sync: the caller's own thread, reading the timelines (`caller`, the
+//!   default where the card maps them), or the submit actor, through its
+//!   mailbox (`actor`), to compare what the hand-over between threads
+//!   costs on busy CPUs.
 //! - `MACUDA_PROFILE=FILE`: the per-kernel GPU timeline, written at exit
 //!   as a trace-event JSON at FILE (ui.perfetto.dev opens it) and a text
 //!   summary at FILE.txt (`crate::profile_trace`).
@@ -46,6 +51,7 @@ pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
 pub const SYNC_PATIENCE: &str = "MACUDA_SYNC_PATIENCE";
 pub const COPY_ENGINE: &str = "MACUDA_COPY_ENGINE";
 pub const CHAIN_MEMBAR: &str = "MACUDA_CHAIN_MEMBAR";
+pub const SYNC_WAIT: &str = "MACUDA_SYNC_WAIT";
 pub const LOG: &str = "MACUDA_LOG";
 pub const PROFILE: &str = "MACUDA_PROFILE";
 pub const INJECT: &str = "MACUDA_INJECT";
@@ -83,6 +89,9 @@ pub struct Knobs {
     pub copy_placement: Option<macuda_gsp::CopyPlacement>,
     /// The barrier between the grids of a chain.
     pub chain_membar: Option<macuda_submit::GridMembar>,
+    /// Whether the caller waits out its syncs itself (`None`: the
+    /// submit actor's default).
+    pub caller_waits: Option<bool>,
     /// Where the GPU timeline goes at exit.
     pub profile: Option<std::path::PathBuf>,
     pub inject: Option<InjectSpec>,
@@ -164,6 +173,20 @@ impl Knobs {
                 }
             }),
         };
+        let caller_waits = match text(SYNC_WAIT) {
+            None => None,
+            Some(v) => Some(match v.trim() {
+                "caller" => true,
+                "actor" => false,
+                _ => {
+                    return Err(KnobError {
+                        name: SYNC_WAIT,
+                        value: v,
+                        expected: "caller or actor",
+                    })
+                }
+            }),
+        };
         let profile = match get(PROFILE) {
             None => None,
             Some(v) if v.is_empty() => {
@@ -204,6 +227,7 @@ impl Knobs {
             sync_patience,
             copy_placement,
             chain_membar,
+            caller_waits,
             profile,
             inject,
             gpu_fault_at,
@@ -290,6 +314,17 @@ mod tests {
         );
         let e = knobs(&[(CHAIN_MEMBAR, "sys")]).unwrap_err();
         assert_eq!((e.name, e.value.as_str()), (CHAIN_MEMBAR, "sys"));
+        assert_eq!(knobs(&[]).unwrap().caller_waits, None);
+        assert_eq!(
+            knobs(&[(SYNC_WAIT, "actor")]).unwrap().caller_waits,
+            Some(false)
+        );
+        assert_eq!(
+            knobs(&[(SYNC_WAIT, " caller")]).unwrap().caller_waits,
+            Some(true)
+        );
+        let e = knobs(&[(SYNC_WAIT, "thread")]).unwrap_err();
+        assert_eq!((e.name, e.value.as_str()), (SYNC_WAIT, "thread"));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::state::memory_map::MemoryMap;
 use crate::state::streams::{EventTable, StreamTable};
 use macuda_pci::DeviceSpec;
 use macuda_pci::{NullCard, NullOpener, NullProfile};
-use macuda_submit::{LaneItem, LaunchLane, StreamId};
+use macuda_submit::{CallerSync, LaneItem, LaunchLane, StreamId};
 use macuda_supervisor::{Host, HostConfig, HostError, Stack};
 use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -138,6 +138,9 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     }
     if let Some(membar) = knobs.chain_membar {
         config.submit.chain.membar = membar;
+    }
+    if let Some(caller_waits) = knobs.caller_waits {
+        config.submit.caller_waits = caller_waits;
     }
     if knobs.profile.is_some() {
         config.submit.profile_slots = Some(PROFILE_SLOTS);
@@ -321,10 +324,16 @@ impl Runtime {
     /// nothing since the last sync that returned, there is nothing to wait
     /// for and the actor is not asked (llama.cpp syncs about 20 times a
     /// token, most with nothing queued since the last: on the H200 each
-    /// such round trip cost about 15 us).
+    /// such round trip cost about 15 us). Otherwise this thread waits
+    /// itself where it can (`macuda_submit::LaunchLane::sync_point`), and
+    /// through the actor where that says to ask it.
     pub fn synchronize(&self, stream: StreamId) -> Result<(), CudaError> {
         let past = self.lane.pushed() + 1;
         if self.synced_past.load(Ordering::SeqCst) >= past {
+            return Ok(());
+        }
+        if let CallerSync::Done { covered } = self.lane.sync_point() {
+            self.synced_past.fetch_max(covered + 1, Ordering::SeqCst);
             return Ok(());
         }
         self.call(|st| st.submit.synchronize(stream))?;
