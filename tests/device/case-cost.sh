@@ -8,7 +8,10 @@
 #   tests/device/case-cost.sh OUTDIR [ROUNDS]
 #
 # Our libraries from target/device/cublas/lib (MACUDA_LIBS to change);
-# OURS_ENV="K=V ..." for ours. Writes OUTDIR/case-cost.txt.
+# OURS_ENV="K=V ..." for ours; OTHER_ENV="K=V ..." adds ours with those
+# instead as a third side, each round, printed as other/stock and
+# ours/other; LOAD=N busy loops beside every side (tests/device/rounds.sh).
+# Appends to OUTDIR/case-cost.txt, each line labeled with the load.
 set -u
 cd "$(dirname "$0")/../.."
 out=$1
@@ -17,16 +20,18 @@ mkdir -p "$out"
 . tests/device/rounds.sh
 rounds case_cost "$@"
 summary=$out/case-cost.txt
-: >"$summary"
-python3 - "$out" <<'PY' | tee -a "$summary"
+python3 - "$out" "${LOAD:-0}" "${OURS_ENV:-}" "${OTHER_ENV:-}" <<'PY' | tee -a "$summary"
 import re, sys
-out = sys.argv[1]
+out, load, ours_env, other_env = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 phases = ("malloc_us", "upload_us", "launch_sync_us", "download_us", "free_us", "case_us")
 def rounds(side):
     """{bytes: {phase: best value}} over the rounds that ended ok."""
     best = {}
     for r in (1, 2):
-        t = open(f"{out}/{side}.{r}.txt").read()
+        try:
+            t = open(f"{out}/{side}.{r}.txt").read()
+        except FileNotFoundError:
+            continue
         if "case_cost: ok" not in t:
             continue
         for line in t.splitlines():
@@ -40,14 +45,23 @@ def rounds(side):
                 row[p] = min(row.get(p, v), v)
     return best
 stock, ours = rounds("stock"), rounds("ours")
-if not stock or not ours:
-    print(f"a side measured nothing right (stock rounds ok: {bool(stock)}, ours: {bool(ours)})")
+other = rounds("other") if other_env else None
+label = f"load {load}, ours '{ours_env}'" + (f", other '{other_env}'" if other_env else "")
+if not stock or not ours or (other_env and not other):
+    print(f"{label}: a side measured nothing right (stock rounds ok: {bool(stock)}, ours: {bool(ours)}"
+          + (f", other: {bool(other)}" if other_env else "") + ")")
     sys.exit(1)
 for size in sorted(stock):
-    if size not in ours:
-        print(f"{size} bytes: ours has no figures")
+    if size not in ours or (other and size not in other):
+        print(f"{label}: {size} bytes: a side has no figures")
         continue
-    cells = [f"{p[:-3]} {stock[size][p]:.1f}/{ours[size][p]:.1f} ({ours[size][p] / stock[size][p]:.2f})"
-             for p in phases]
-    print(f"{size >> 10} KiB, us stock/ours (ours/stock): " + ", ".join(cells))
+    s, o = stock[size], ours[size]
+    if other:
+        x = other[size]
+        cells = [f"{p[:-3]} {s[p]:.1f}/{o[p]:.1f}/{x[p]:.1f} ({o[p] / s[p]:.2f}, {x[p] / s[p]:.2f})"
+                 for p in phases]
+        print(f"{label}: {size >> 10} KiB, us stock/ours/other (ours/stock, other/stock): " + ", ".join(cells))
+    else:
+        cells = [f"{p[:-3]} {s[p]:.1f}/{o[p]:.1f} ({o[p] / s[p]:.2f})" for p in phases]
+        print(f"{label}: {size >> 10} KiB, us stock/ours (ours/stock): " + ", ".join(cells))
 PY
