@@ -1,4 +1,5 @@
 use crate::error::MemoryError;
+use crate::freed::{FreedVideo, Kept};
 use crate::range::RangeAllocator;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_gsp::{CpuView, GspHandle, MemoryOwner, ObjectHandle, RmMemoryRules};
@@ -78,6 +79,10 @@ pub struct MemoryStats {
     pub host_refused: u64,
     /// CPU mappings made of device memory (on first CPU access).
     pub cpu_views: u64,
+    /// Allocations served by memory freed before (`crate::freed`).
+    pub device_reuses: u64,
+    /// Freed video memory kept for reuse, in bytes.
+    pub vram_kept: u64,
 }
 
 actor_protocol! {
@@ -137,6 +142,9 @@ struct MemoryActor {
     backing: Backing,
     va: RangeAllocator,
     live: BTreeMap<u64, Allocation>,
+    /// Freed video memory RM keeps for us, for the next allocation of its
+    /// size (RM backing only).
+    freed: FreedVideo,
     stats: MemoryStats,
     /// Kept so the VA space lives as long as the actor.
     _va_space: Option<ObjectHandle>,
@@ -205,6 +213,65 @@ impl MemoryActor {
         }
     }
 
+    /// Video memory from RM: a freed buffer of the rounded size where one
+    /// is kept, else a new allocation at new VA; one RM refuses is asked
+    /// again once everything kept is freed.
+    fn alloc_rm_video(
+        &mut self,
+        bytes: u64,
+        rules: RmMemoryRules,
+    ) -> Result<DeviceBuffer, MemoryError> {
+        let page = rules.video_page(bytes);
+        let size = bytes
+            .checked_next_multiple_of(page)
+            .ok_or(MemoryError::TooLarge { bytes })?;
+        let (va, handle, view) = match self.freed.take(size) {
+            Some(k) => {
+                self.stats.device_reuses += 1;
+                (k.va, k.handle, k.view)
+            }
+            None => {
+                let gsp = self.gsp.clone();
+                let fresh = |a: &mut Self| a.at_new_va(bytes, page, |n, va| gsp.alloc_video(n, va));
+                let (va, video) = match fresh(self) {
+                    Err(MemoryError::Gsp(_)) if self.freed.bytes() > 0 => {
+                        self.release_freed()?;
+                        fresh(self)?
+                    }
+                    r => r?,
+                };
+                (va, video.handle, None)
+            }
+        };
+        self.stats.vram_kept = self.freed.bytes();
+        self.live.insert(
+            va,
+            Allocation {
+                bytes: size,
+                kind: Kind::RmVideo { handle, view },
+            },
+        );
+        self.note_device_alloc(size);
+        Ok(DeviceBuffer {
+            va,
+            bytes,
+            vram_offset: 0,
+            rm_handle: Some(handle),
+        })
+    }
+
+    /// Free everything kept for reuse, back to RM, and its VA.
+    fn release_freed(&mut self) -> Result<(), MemoryError> {
+        for (size, k) in self.freed.drain() {
+            self.gsp
+                .free_memory(k.handle, k.va, size)
+                .map_err(MemoryError::Gsp)?;
+            self.va.free(k.va).map_err(MemoryError::VirtualAddress)?;
+        }
+        self.stats.vram_kept = 0;
+        Ok(())
+    }
+
     fn note_device_alloc(&mut self, bytes: u64) {
         self.stats.device_allocs += 1;
         self.stats.vram_used += bytes;
@@ -252,27 +319,8 @@ impl MemoryService for MemoryActor {
                 })
             }
             Backing::Rm(rules) => {
-                let page = rules.video_page(bytes);
-                let gsp = self.gsp.clone();
-                let (va, video) =
-                    self.at_new_va(bytes, page, |size, va| gsp.alloc_video(size, va))?;
-                self.live.insert(
-                    va,
-                    Allocation {
-                        bytes: video.bytes,
-                        kind: Kind::RmVideo {
-                            handle: video.handle,
-                            view: None,
-                        },
-                    },
-                );
-                self.note_device_alloc(video.bytes);
-                Ok(DeviceBuffer {
-                    va,
-                    bytes,
-                    vram_offset: 0,
-                    rm_handle: Some(video.handle),
-                })
+                let rules = *rules;
+                self.alloc_rm_video(bytes, rules)
             }
         }
     }
@@ -293,10 +341,27 @@ impl MemoryService for MemoryActor {
                 vram.free(*offset).map_err(MemoryError::Vram)?;
                 used = vram.used();
             }
-            (Kind::RmVideo { handle, .. }, Backing::Rm(_)) => {
-                self.gsp
-                    .free_memory(*handle, va, bytes)
-                    .map_err(MemoryError::Gsp)?;
+            (Kind::RmVideo { handle, view }, Backing::Rm(_)) => {
+                let kept = Kept {
+                    va,
+                    handle: *handle,
+                    view: view.clone(),
+                };
+                match self.freed.keep(bytes, kept) {
+                    // Still RM's and mapped: the VA stays taken.
+                    Ok(()) => {
+                        self.live.remove(&va);
+                        self.stats.device_frees += 1;
+                        self.stats.vram_used = used;
+                        self.stats.vram_kept = self.freed.bytes();
+                        return Ok(bytes);
+                    }
+                    Err(_) => {
+                        self.gsp
+                            .free_memory(*handle, va, bytes)
+                            .map_err(MemoryError::Gsp)?;
+                    }
+                }
             }
             _ => {
                 return Err(MemoryError::Invariant {
@@ -472,6 +537,7 @@ pub fn spawn(
         backing,
         va,
         live: BTreeMap::new(),
+        freed: FreedVideo::default(),
         stats: MemoryStats {
             vram_allocatable: allocatable,
             ..MemoryStats::default()

@@ -11,6 +11,7 @@
 
 mod actor;
 mod error;
+mod freed;
 mod range;
 
 pub use actor::{
@@ -18,4 +19,5 @@ pub use actor::{
     MemoryStats, NEVER_MAPPED_VA,
 };
 pub use error::MemoryError;
+pub use freed::{KEEP_BYTES, KEEP_LARGEST};
 pub use range::{RangeAllocator, RangeError};
