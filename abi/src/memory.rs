@@ -3,9 +3,14 @@
 //! ([`crate::state::memory_map`]) before anything is queued.
 //!
 //! On a GPU, copies run on the copy engine in stream order: device and
-//! pinned memory directly, pageable host memory through a pinned staging
-//! buffer a chunk at a time. On the null device the CPU does them at the
-//! call (it keeps the device's memory).
+//! pinned memory directly, pageable host memory through pinned staging.
+//! A small upload from pageable memory is staged into a ring and returns
+//! at once, as CUDA's asynchronous copies from pageable memory do once the
+//! source is staged (llama.cpp sets a token's inputs that way, and each
+//! had waited for the GPU); anything larger, and every download, goes
+//! through the other half of the staging buffer a chunk at a time, with
+//! a sync on each. On the null device the CPU does them at the call (it
+//! keeps the device's memory).
 
 use crate::device::Execution;
 use crate::error::CudaError;
@@ -20,6 +25,13 @@ use std::sync::LazyLock;
 
 /// Bytes a staged copy moves per chunk.
 pub const STAGING_BYTES: u64 = 8 << 20;
+/// The staging ring small uploads take their bytes from, after the chunk
+/// half of the staging buffer.
+const RING_BYTES: u64 = 8 << 20;
+/// Uploads up to this size go through the ring.
+const RING_PIECE_MAX: u64 = 1 << 20;
+/// Where pieces of the ring start (the copy engine's liking).
+const RING_ALIGN: u64 = 256;
 /// Host pages.
 const PAGE: usize = 4096;
 
@@ -56,27 +68,59 @@ impl FillOp {
     }
 }
 
-/// The pinned buffer pageable copies go through, made on first use.
+/// The pinned buffer pageable copies go through, made on first use: a
+/// chunk half (`[0, STAGING_BYTES)`, used with a sync on each side) and the
+/// upload ring after it.
 struct Staging {
     va: u64,
     view: CpuView,
+    /// The ring's next free byte, from the ring's start.
+    ring_cursor: u64,
+    /// The lane's count after the ring's last piece was pushed: once a sync
+    /// covered it, every piece in the ring has been read.
+    ring_pushed: u64,
+}
+
+impl Staging {
+    /// The ring's offset (in the buffer) for `n` bytes: from the ring's
+    /// start again when a sync covered every piece in it, or, when `n` does
+    /// not fit in what is left, after a sync that lets the GPU read them.
+    fn ring_place(&mut self, rt: &Runtime, stream: &StreamState, n: u64) -> Result<u64, CudaError> {
+        if self.ring_cursor > 0 && rt.synced_through(self.ring_pushed) {
+            self.ring_cursor = 0;
+        }
+        if self.ring_cursor + n > RING_BYTES {
+            sync(rt, stream)?;
+            self.ring_cursor = 0;
+        }
+        let at = STAGING_BYTES + self.ring_cursor;
+        self.ring_cursor = (self.ring_cursor + n).next_multiple_of(RING_ALIGN);
+        Ok(at)
+    }
 }
 
 static STAGING: LazyLock<Mutex<Option<Staging>>> = LazyLock::new(|| Mutex::new(None));
 
 fn with_staging<T>(
     rt: &Runtime,
-    f: impl FnOnce(&Staging) -> Result<T, CudaError>,
+    f: impl FnOnce(&mut Staging) -> Result<T, CudaError>,
 ) -> Result<T, CudaError> {
     let mut g = STAGING.lock();
     if g.is_none() {
-        let h = rt.call(|s| s.memory.alloc_host(STAGING_BYTES))?;
+        let h = rt.call(|s| s.memory.alloc_host(STAGING_BYTES + RING_BYTES))?;
         match (h.va, h.view) {
-            (Some(va), Some(view)) => *g = Some(Staging { va, view }),
+            (Some(va), Some(view)) => {
+                *g = Some(Staging {
+                    va,
+                    view,
+                    ring_cursor: 0,
+                    ring_pushed: 0,
+                })
+            }
             _ => return Err(CudaError::MEMORY_ALLOCATION),
         }
     }
-    let s = g.as_ref().ok_or(CudaError::MEMORY_ALLOCATION)?;
+    let s = g.as_mut().ok_or(CudaError::MEMORY_ALLOCATION)?;
     f(s)
 }
 
@@ -117,6 +161,28 @@ fn gpu_copy(
                 src: s,
                 dst: d,
                 bytes,
+            })?;
+            if sync_after {
+                sync(rt, stream)?;
+            }
+            Ok(())
+        }
+        (Some(d), None) if bytes <= RING_PIECE_MAX => {
+            let host = src.host().ok_or(CudaError::INVALID_VALUE)?;
+            // SAFETY: the caller's source holds `bytes` readable bytes (the
+            // CUDA contract for a host pointer).
+            let data = unsafe { std::slice::from_raw_parts(host as *const u8, bytes as usize) };
+            with_staging(rt, |st| {
+                let at = st.ring_place(rt, stream, bytes)?;
+                st.view.write(at, data).map_err(|_| CudaError::UNKNOWN)?;
+                rt.push(LaneItem::Copy {
+                    stream: stream.id,
+                    src: st.va + at,
+                    dst: d,
+                    bytes,
+                })?;
+                st.ring_pushed = rt.pushed();
+                Ok(())
             })?;
             if sync_after {
                 sync(rt, stream)?;

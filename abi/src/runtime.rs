@@ -341,6 +341,17 @@ impl Runtime {
         Ok(())
     }
 
+    /// The lane's count so far: what a sync started now would cover.
+    pub(crate) fn pushed(&self) -> u64 {
+        self.lane.pushed()
+    }
+
+    /// Whether a sync that returned covered the lane's first `count` items
+    /// (all of them are done on the GPU).
+    pub(crate) fn synced_through(&self, count: u64) -> bool {
+        self.synced_past.load(Ordering::SeqCst) > count
+    }
+
     /// Wait for everything queued (every stream shares the queues).
     pub fn synchronize_all(&self) -> Result<(), CudaError> {
         self.synchronize(self.default_stream)
