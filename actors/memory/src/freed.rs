@@ -9,7 +9,9 @@
 //! calls were most of a case. A freed buffer stays here, still RM's and
 //! still mapped at its address, and the next request of its rounded size
 //! takes it back; what the budget cannot hold is freed at once, and an
-//! allocation RM refuses is retried once everything kept is freed.
+//! allocation RM refuses is retried once everything kept is freed. Kept
+//! memory counts as free in `cudaMemGetInfo` for that reason: a program
+//! that asks for what it was told is free is not refused for what is kept.
 
 use macuda_gsp::{CpuView, ObjectHandle};
 use std::collections::BTreeMap;
