@@ -4,55 +4,18 @@
 //! starts over as after a mailbox sync, and whatever is not the plain case
 //! sends the caller to the actor, which reports it.
 
-use macuda_submit::{CallerSync, KernelId, LaneLaunch, LaunchRecord, ParamBlock};
+use macuda_submit::{CallerSync, KernelId, LaneLaunch, ParamBlock};
 use macuda_supervisor::Host;
 use macuda_tests::fake_rm::GpuEvent;
+use macuda_tests::vector_add::VectorAdd;
 use macuda_tests::KernelWorld;
 use std::time::Duration;
 
-struct VectorAdd {
-    kernel: KernelId,
-    info: macuda_loader::FunctionInfo,
-    bufs: [u64; 3],
-}
-
-fn vector_add(host: &Host) -> VectorAdd {
-    let fatbin = std::fs::read("cuda/fixtures/vector_add.size.fatbin").expect("fixture");
-    let m = host.call(|s| s.loader.load_module(fatbin, 90)).unwrap();
-    let info = host
-        .call(|s| s.loader.function(m, "vector_add".into()))
-        .unwrap();
-    let kernel = host
-        .call(|s| s.submit.register_kernel(info.kernel_desc()))
-        .unwrap();
+/// vector_add and three buffers it adds over.
+fn vector_add(host: &Host) -> (VectorAdd, [u64; 3]) {
+    let v = VectorAdd::load(host);
     let buf = || host.call(|s| s.memory.alloc_device(4 * 1024)).unwrap().va;
-    VectorAdd {
-        kernel,
-        info,
-        bufs: [buf(), buf(), buf()],
-    }
-}
-
-impl VectorAdd {
-    fn record(&self, n: i32) -> LaunchRecord {
-        let [a, b, c] = self.bufs;
-        let params = self
-            .info
-            .marshal(&[
-                &a.to_le_bytes(),
-                &b.to_le_bytes(),
-                &c.to_le_bytes(),
-                &n.to_le_bytes(),
-            ])
-            .unwrap();
-        LaunchRecord {
-            kernel: self.kernel,
-            grid: [u32::try_from(n).unwrap().div_ceil(256), 1, 1],
-            block: [256, 1, 1],
-            dynamic_shared_bytes: 0,
-            params,
-        }
-    }
+    (v, [buf(), buf(), buf()])
 }
 
 fn kernels_run(world: &KernelWorld) -> usize {
@@ -67,11 +30,11 @@ fn kernels_run(world: &KernelWorld) -> usize {
 /// compute releases that sync returns, and what the first sync said.
 fn two_tokens(world: &KernelWorld) -> (CallerSync, u64) {
     let host = world.start();
-    let v = vector_add(&host);
+    let (v, [a, b, c]) = vector_add(&host);
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
     let lane = host.call(|s| s.submit.lane()).unwrap();
     for i in 0..300 {
-        let l = macuda_submit::lane_launch(stream, &v.record(1000 - i));
+        let l = macuda_submit::lane_launch(stream, &v.record(a, b, c, 1000 - i));
         lane.launch(l).unwrap();
     }
     let first = lane.sync_point();
@@ -83,7 +46,7 @@ fn two_tokens(world: &KernelWorld) -> (CallerSync, u64) {
         );
     }
     for i in 0..300 {
-        let l = macuda_submit::lane_launch(stream, &v.record(1000 - i));
+        let l = macuda_submit::lane_launch(stream, &v.record(a, b, c, 1000 - i));
         lane.launch(l).unwrap();
     }
     let releases = host.call(|s| s.submit.synchronize(stream)).unwrap();
@@ -118,10 +81,10 @@ fn with_the_actor_waiting_the_caller_is_sent_to_it_and_the_tokens_are_the_same()
 fn lane_work_that_failed_sends_the_caller_to_the_actor_which_reports_it() {
     let world = KernelWorld::new(Duration::from_secs(10));
     let host = world.start();
-    let v = vector_add(&host);
+    let (v, [a, b, c]) = vector_add(&host);
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
     let lane = host.call(|s| s.submit.lane()).unwrap();
-    lane.launch(macuda_submit::lane_launch(stream, &v.record(100)))
+    lane.launch(macuda_submit::lane_launch(stream, &v.record(a, b, c, 100)))
         .unwrap();
     // A kernel nobody registered: the actor's launch fails in the lane.
     lane.launch(LaneLaunch {

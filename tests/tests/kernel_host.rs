@@ -6,53 +6,13 @@
 
 use macuda_gsp::{CopyPlacement, RmBackend};
 use macuda_hw::rm::{self, MmuFaultEntry, SmErrorState};
-use macuda_submit::{LaneItem, LaunchRecord, SubmitError};
+use macuda_submit::{LaneItem, SubmitError};
 use macuda_supervisor::{Host, HostError};
 use macuda_tests::direct_rm::DirectPath;
 use macuda_tests::fake_rm::{ArmedFault, FakeCall, GpuEvent};
+use macuda_tests::vector_add::VectorAdd;
 use macuda_tests::KernelWorld;
 use std::time::Duration;
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("cuda/fixtures/{name}")).expect("fixture")
-}
-
-struct VectorAdd {
-    kernel: macuda_submit::KernelId,
-    info: macuda_loader::FunctionInfo,
-}
-
-fn load_vector_add(host: &Host) -> VectorAdd {
-    let m = host
-        .call(|s| s.loader.load_module(fixture("vector_add.size.fatbin"), 90))
-        .unwrap();
-    let info = host
-        .call(|s| s.loader.function(m, "vector_add".into()))
-        .unwrap();
-    let kernel = host
-        .call(|s| s.submit.register_kernel(info.kernel_desc()))
-        .unwrap();
-    VectorAdd { kernel, info }
-}
-
-fn launch(v: &VectorAdd, a: u64, b: u64, c: u64, n: i32) -> LaunchRecord {
-    let params = v
-        .info
-        .marshal(&[
-            &a.to_le_bytes(),
-            &b.to_le_bytes(),
-            &c.to_le_bytes(),
-            &n.to_le_bytes(),
-        ])
-        .unwrap();
-    LaunchRecord {
-        kernel: v.kernel,
-        grid: [u32::try_from(n).unwrap().div_ceil(256), 1, 1],
-        block: [256, 1, 1],
-        dynamic_shared_bytes: 0,
-        params,
-    }
-}
 
 #[test]
 fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
@@ -69,7 +29,7 @@ fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
     assert_eq!((ch.compute.class, ch.copy.class), (0xCBC0, 0xC8B5));
     assert_eq!((ch.compute.token, ch.copy.token), (0xA, 0xB));
 
-    let v = load_vector_add(&host);
+    let v = VectorAdd::load(&host);
     let modules = host.call(|s| s.loader.modules()).unwrap();
     assert!(modules[0].resident, "uploaded through the BAR1 view");
     // The code is in video memory, as the loader laid it out.
@@ -93,7 +53,7 @@ fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
     let lane = host.call(|s| s.submit.lane()).unwrap();
     let launches = 300usize;
     for i in 0..launches {
-        let l = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, n - i as i32);
+        let l = v.record(bufs[0].va, bufs[1].va, bufs[2].va, n - i as i32);
         lane.launch(macuda_submit::lane_launch(stream, &l)).unwrap();
     }
     let reached = host.call(|s| s.submit.synchronize(stream)).unwrap();
@@ -138,7 +98,7 @@ fn the_stack_opens_the_module_and_the_fake_gpu_runs_what_submit_hands_it() {
     for (i, (program, grid, block, bank0)) in kernels.iter().enumerate() {
         assert_eq!(*program, v.info.entry);
         assert_eq!(*block, [256, 1, 1]);
-        let want = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, n - i as i32);
+        let want = v.record(bufs[0].va, bufs[1].va, bufs[2].va, n - i as i32);
         assert_eq!(*grid, want.grid, "launch {i}");
         assert_eq!(
             &bank0[base..base + want.params.len()],
@@ -159,7 +119,7 @@ fn a_full_ring_waits_for_the_engine_and_every_launch_runs() {
     world.config.submit.gpfifo_entries = 8;
     world.config.submit.chain_depth = 1;
     let host = world.start();
-    let v = load_vector_add(&host);
+    let v = VectorAdd::load(&host);
     let bufs: Vec<_> = (0..3)
         .map(|_| host.call(|s| s.memory.alloc_device(4 * 1024)).unwrap())
         .collect();
@@ -167,7 +127,7 @@ fn a_full_ring_waits_for_the_engine_and_every_launch_runs() {
     let lane = host.call(|s| s.submit.lane()).unwrap();
     let launches = 100usize;
     for i in 0..launches {
-        let l = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i as i32);
+        let l = v.record(bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i as i32);
         lane.launch(macuda_submit::lane_launch(stream, &l)).unwrap();
     }
     host.call(|s| s.submit.synchronize(stream)).unwrap();
@@ -189,7 +149,7 @@ fn a_full_ring_waits_for_the_engine_and_every_launch_runs() {
     assert_eq!(banks.len(), launches);
     let base = v.info.param_base as usize;
     for (i, bank0) in banks.iter().enumerate() {
-        let want = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i as i32);
+        let want = v.record(bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i as i32);
         assert_eq!(
             &bank0[base..base + want.params.len()],
             &want.params[..],
@@ -304,13 +264,13 @@ fn sizes_around_the_huge_page_threshold_get_va_aligned_to_the_page_rm_gives() {
 fn a_kernel_with_a_stack_gets_local_memory_and_runs() {
     let world = KernelWorld::new(Duration::from_secs(10));
     let host = world.start();
-    let v = load_vector_add(&host);
+    let v = VectorAdd::load(&host);
     let mut desc = v.info.kernel_desc();
     desc.local_bytes = 0x640;
     let k = host.call(|s| s.submit.register_kernel(desc)).unwrap();
     let buf = host.call(|s| s.memory.alloc_device(4096)).unwrap();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
-    let mut l = launch(&v, buf.va, buf.va, buf.va, 64);
+    let mut l = v.record(buf.va, buf.va, buf.va, 64);
     l.kernel = k;
     host.call(|s| s.submit.launch(stream, l)).unwrap();
     host.call(|s| s.submit.synchronize(stream)).unwrap();
@@ -321,7 +281,7 @@ fn a_kernel_with_a_stack_gets_local_memory_and_runs() {
 fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channels_run_again() {
     let world = KernelWorld::new(Duration::from_secs(10));
     let host = world.start();
-    let v = load_vector_add(&host);
+    let v = VectorAdd::load(&host);
     let buf = host.call(|s| s.memory.alloc_device(4096)).unwrap();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
     world.fake.0.lock().armed = Some(ArmedFault {
@@ -335,7 +295,7 @@ fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channel
     });
     host.call(|s| {
         s.submit
-            .launch(stream, launch(&v, buf.va, buf.va, buf.va, 64))
+            .launch(stream, v.record(buf.va, buf.va, buf.va, 64))
     })
     .unwrap();
     let started = std::time::Instant::now();
@@ -373,7 +333,7 @@ fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channel
     assert_ne!(fresh.compute.token, 0xA, "new channels, new tokens");
     host.call(|s| {
         s.submit
-            .launch(stream, launch(&v, buf.va, buf.va, buf.va, 64))
+            .launch(stream, v.record(buf.va, buf.va, buf.va, 64))
     })
     .unwrap();
     host.call(|s| s.submit.synchronize(stream)).unwrap();
@@ -402,7 +362,7 @@ fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channel
     });
     host.call(|s| {
         s.submit
-            .launch(stream, launch(&v, buf.va, buf.va, buf.va, 64))
+            .launch(stream, v.record(buf.va, buf.va, buf.va, 64))
     })
     .unwrap();
     let err = host.call(|s| s.submit.synchronize(stream)).unwrap_err();
@@ -707,14 +667,14 @@ fn the_gpu_timeline_stamps_every_launch_copy_and_chain_start() {
     world.config.submit.chain_depth = 4;
     world.config.submit.profile_slots = Some(8);
     let host = world.start();
-    let v = load_vector_add(&host);
+    let v = VectorAdd::load(&host);
     let bufs: Vec<_> = (0..3)
         .map(|_| host.call(|s| s.memory.alloc_device(4096)).unwrap())
         .collect();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
     let lane = host.call(|s| s.submit.lane()).unwrap();
     for i in 0..10 {
-        let l = launch(&v, bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i);
+        let l = v.record(bufs[0].va, bufs[1].va, bufs[2].va, 1000 - i);
         host.call(|s| s.submit.launch(stream, l)).unwrap();
     }
     lane.push(LaneItem::Copy {
@@ -784,10 +744,10 @@ fn the_gpu_timeline_stamps_every_launch_copy_and_chain_start() {
 fn without_a_profile_nothing_is_stamped() {
     let world = KernelWorld::new(Duration::from_secs(10));
     let host = world.start();
-    let v = load_vector_add(&host);
+    let v = VectorAdd::load(&host);
     let b = host.call(|s| s.memory.alloc_device(4096)).unwrap();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
-    host.call(|s| s.submit.launch(stream, launch(&v, b.va, b.va, b.va, 64)))
+    host.call(|s| s.submit.launch(stream, v.record(b.va, b.va, b.va, 64)))
         .unwrap();
     host.call(|s| s.submit.synchronize(stream)).unwrap();
     let p = host.call(|s| s.submit.profile()).unwrap();
