@@ -336,10 +336,13 @@ impl MemoryService for MemoryActor {
         };
         let bytes = a.bytes;
         let mut used = self.stats.vram_used.saturating_sub(bytes);
-        match (&a.kind, &mut self.backing) {
+        // Whether the VA goes back: not for memory kept for reuse, which
+        // stays mapped there.
+        let va_freed = match (&a.kind, &mut self.backing) {
             (Kind::Vram { offset }, Backing::Bar { vram }) => {
                 vram.free(*offset).map_err(MemoryError::Vram)?;
                 used = vram.used();
+                true
             }
             (Kind::RmVideo { handle, view }, Backing::Rm(_)) => {
                 let kept = Kept {
@@ -348,18 +351,12 @@ impl MemoryService for MemoryActor {
                     view: view.clone(),
                 };
                 match self.freed.keep(bytes, kept) {
-                    // Still RM's and mapped: the VA stays taken.
-                    Ok(()) => {
-                        self.live.remove(&va);
-                        self.stats.device_frees += 1;
-                        self.stats.vram_used = used;
-                        self.stats.vram_kept = self.freed.bytes();
-                        return Ok(bytes);
-                    }
-                    Err(_) => {
+                    Ok(()) => false,
+                    Err(k) => {
                         self.gsp
-                            .free_memory(*handle, va, bytes)
+                            .free_memory(k.handle, va, bytes)
                             .map_err(MemoryError::Gsp)?;
+                        true
                     }
                 }
             }
@@ -368,11 +365,14 @@ impl MemoryService for MemoryActor {
                     reason: "an allocation of another backing",
                 })
             }
-        }
+        };
         self.live.remove(&va);
-        self.va.free(va).map_err(MemoryError::VirtualAddress)?;
+        if va_freed {
+            self.va.free(va).map_err(MemoryError::VirtualAddress)?;
+        }
         self.stats.device_frees += 1;
         self.stats.vram_used = used;
+        self.stats.vram_kept = self.freed.bytes();
         Ok(bytes)
     }
 
