@@ -159,34 +159,42 @@ impl Knobs {
                     })?,
             }),
         };
-        let chain_membar = match text(CHAIN_MEMBAR) {
-            None => None,
-            Some(v) => Some(match v.trim() {
-                "system" => macuda_submit::GridMembar::System,
-                "gpu" => macuda_submit::GridMembar::Gpu,
-                _ => {
-                    return Err(KnobError {
-                        name: CHAIN_MEMBAR,
-                        value: v,
-                        expected: "gpu or system",
-                    })
-                }
-            }),
-        };
-        let caller_waits = match text(SYNC_WAIT) {
-            None => None,
-            Some(v) => Some(match v.trim() {
-                "caller" => true,
-                "actor" => false,
-                _ => {
-                    return Err(KnobError {
-                        name: SYNC_WAIT,
-                        value: v,
-                        expected: "caller or actor",
-                    })
-                }
-            }),
-        };
+        // One of a few words, each meaning a value, or the knob's error.
+        fn word<T: Copy>(
+            name: &'static str,
+            value: Option<String>,
+            words: &[(&str, T)],
+            expected: &'static str,
+        ) -> Result<Option<T>, KnobError> {
+            value
+                .map(|v| {
+                    words
+                        .iter()
+                        .find(|(w, _)| *w == v.trim())
+                        .map(|&(_, t)| t)
+                        .ok_or(KnobError {
+                            name,
+                            value: v,
+                            expected,
+                        })
+                })
+                .transpose()
+        }
+        let chain_membar = word(
+            CHAIN_MEMBAR,
+            text(CHAIN_MEMBAR),
+            &[
+                ("system", macuda_submit::GridMembar::System),
+                ("gpu", macuda_submit::GridMembar::Gpu),
+            ],
+            "gpu or system",
+        )?;
+        let caller_waits = word(
+            SYNC_WAIT,
+            text(SYNC_WAIT),
+            &[("caller", true), ("actor", false)],
+            "caller or actor",
+        )?;
         let profile = match get(PROFILE) {
             None => None,
             Some(v) if v.is_empty() => {
