@@ -11,8 +11,19 @@
 #
 # until it exits 0 (done); it exits 3 at once on a fresh machine (the last
 # one was given back), where this script must run again. Results in OUT
-# (default device-out): gpu.txt, kernel_rm.txt, cublas-order.txt and
-# cublas-order.tgz, kernel-chain.txt, case-cost.txt, gate.tgz, summary.txt, progress.txt.
+# (default device-out): gpu.txt, kernel_rm.txt, bench-gpu.txt,
+# cublas-order.txt and cublas-order.tgz, kernel-chain.txt, case-cost.txt,
+# gate.tgz, summary.txt, progress.txt.
+#
+# SESSION_EXTRAS names the measurements beside the gate (default: all):
+#   bench-gpu     macuda bench gpu, ours beside NVIDIA's loop and graph,
+#                 before the build takes the CPUs
+#   case-cost     one op-suite case's runtime calls (case-cost.sh), CPUs
+#                 idle and busy, before the build (up to 400 s)
+#   gpu-tests     tests/tests/gpu.rs and kernel_rm.rs, during the build
+#   cublas-order  the router sgemm's summation order, during the build
+#   kernel-chain  a decode token's shape (kernel-chain.sh), during the build
+# A session short of device time names fewer, so the gate ends in it.
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-device-out}
@@ -20,12 +31,32 @@ mkdir -p "$out"
 if [ -e target/travel.tgz ]; then
   tar xzf target/travel.tgz || { echo "target/travel.tgz does not unpack"; exit 1; }
 fi
+extras=" ${SESSION_EXTRAS:-bench-gpu case-cost gpu-tests cublas-order kernel-chain} "
+wants() { [[ $extras == *" $1 "* ]]; }
+fresh=yes
+[ -e "${GATE_OUT:-/tmp/macuda-gate}/progress.txt" ] && fresh=no
+export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
+mkdir -p "$MACUDA_REPORT_DIR"
+# Empty-kernel launches, ours beside NVIDIA's cudaLaunchKernel loop and a
+# CUDA graph, in one run, while the CPUs are still idle.
+if [ "$fresh" = yes ] && wants bench-gpu; then
+  nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)}
+  ref=/tmp/macuda-launch-bench
+  if [ -n "$nvcc" ] && timeout 180 "$nvcc" -O2 -arch=sm_90 -o "$ref" tests/device/launch_bench.cu; then
+    timeout --kill-after=5 120 target/device/macuda --device kernel bench gpu --launches 200000 \
+      --variants --reference "$ref" >"$out/bench-gpu.txt" 2>&1
+    echo "bench gpu: exit $?"
+    cat "$out/bench-gpu.txt"
+  else
+    echo "bench gpu: no nvcc, or it failed on tests/device/launch_bench.cu"
+  fi
+fi
 # What one case of the op suite costs in runtime calls, NVIDIA's beside
 # ours (case-cost.sh), with the CPUs idle and then all busy (LOAD busy
 # loops, twice the machine's CPUs), ours waiting out syncs on the caller's
 # thread (the default) beside ours waiting through the actor's mailbox:
 # first thing, before the build takes the CPUs.
-if [ ! -e "${GATE_OUT:-/tmp/macuda-gate}/progress.txt" ]; then
+if [ "$fresh" = yes ] && wants case-cost; then
   rm -f /tmp/macuda-case-cost/case-cost.txt
   for load in 0 $((2 * $(nproc))); do
     LOAD=$load OTHER_ENV=MACUDA_SYNC_WAIT=actor timeout --kill-after=5 200 \
@@ -34,32 +65,36 @@ if [ ! -e "${GATE_OUT:-/tmp/macuda-gate}/progress.txt" ]; then
   cp /tmp/macuda-case-cost/case-cost.txt "$out/case-cost.txt" 2>/dev/null
   cat "$out/case-cost.txt" 2>/dev/null
 fi
-if [ -e "${GATE_OUT:-/tmp/macuda-gate}/progress.txt" ]; then
+if [ "$fresh" = no ]; then
   echo "a gate already ran or runs on this machine: waiting for it instead"
 else
   setsid nohup bash tests/llama/gate.sh >/tmp/macuda-gate.log 2>&1 </dev/null &
 fi
-export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
-mkdir -p "$MACUDA_REPORT_DIR"
-for t in gpu kernel_rm; do
-  timeout --kill-after=5 300 "target/device/$t" --include-ignored --nocapture --test-threads=1 \
-    >"$out/$t.txt" 2>&1
-  echo "$t: exit $? ($(grep -h '^test result' "$out/$t.txt" | tail -1))"
-done
+if wants gpu-tests; then
+  for t in gpu kernel_rm; do
+    timeout --kill-after=5 300 "target/device/$t" --include-ignored --nocapture --test-threads=1 \
+      >"$out/$t.txt" 2>&1
+    echo "$t: exit $? ($(grep -h '^test result' "$out/$t.txt" | tail -1))"
+  done
+fi
 # The summation order of the sgemm a mixture of experts' router makes,
 # NVIDIA's beside ours, and its outputs bit for bit (tests/device/cublas.sh's
 # order and router parts): whether our cuBLAS gives NVIDIA's bits there
 # decides that model's decode.
-cublas_out=/tmp/macuda-cublas-order
-rm -rf "$cublas_out"
-OUT=$cublas_out CUBLAS_PARTS="order router" timeout --kill-after=5 300 bash tests/device/cublas.sh >/dev/null 2>&1
-cp "$cublas_out/cublas/summary.txt" "$out/cublas-order.txt" 2>/dev/null
-rm -f "$cublas_out"/cublas/*.lt.log "$cublas_out"/cublas/*.dump
-tar czf "$out/cublas-order.tgz" -C "$cublas_out" cublas 2>/dev/null
-echo "cublas order: $(grep -c 'the same as' "$out/cublas-order.txt" 2>/dev/null) shapes as NVIDIA's, $(grep -c 'DIFFERENT' "$out/cublas-order.txt" 2>/dev/null) not"
-grep "^router" "$out/cublas-order.txt" 2>/dev/null
+if wants cublas-order; then
+  cublas_out=/tmp/macuda-cublas-order
+  rm -rf "$cublas_out"
+  OUT=$cublas_out CUBLAS_PARTS="order router" timeout --kill-after=5 300 bash tests/device/cublas.sh >/dev/null 2>&1
+  cp "$cublas_out/cublas/summary.txt" "$out/cublas-order.txt" 2>/dev/null
+  rm -f "$cublas_out"/cublas/*.lt.log "$cublas_out"/cublas/*.dump
+  tar czf "$out/cublas-order.tgz" -C "$cublas_out" cublas 2>/dev/null
+  echo "cublas order: $(grep -c 'the same as' "$out/cublas-order.txt" 2>/dev/null) shapes as NVIDIA's, $(grep -c 'DIFFERENT' "$out/cublas-order.txt" 2>/dev/null) not"
+  grep "^router" "$out/cublas-order.txt" 2>/dev/null
+fi
 # The GPU's time a small kernel, NVIDIA's beside ours (kernel-chain.sh).
-timeout --kill-after=5 200 bash tests/device/kernel-chain.sh /tmp/macuda-kernel-chain >/dev/null 2>&1
-cp /tmp/macuda-kernel-chain/kernel-chain.txt "$out/kernel-chain.txt" 2>/dev/null
-cat "$out/kernel-chain.txt" 2>/dev/null
+if wants kernel-chain; then
+  timeout --kill-after=5 200 bash tests/device/kernel-chain.sh /tmp/macuda-kernel-chain >/dev/null 2>&1
+  cp /tmp/macuda-kernel-chain/kernel-chain.txt "$out/kernel-chain.txt" 2>/dev/null
+  cat "$out/kernel-chain.txt" 2>/dev/null
+fi
 bash tests/llama/gate-wait.sh "${WAIT:-240}" "$out"
