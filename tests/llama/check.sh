@@ -43,11 +43,14 @@ grep -q "handed over in time: 3, gap median 25.0 us" <<<"$anatomy" || { echo "an
 grep -q "waited for the hand-over: 2," <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
 echo "anatomy.py: a made-up trace of 3 tokens read as made"
 # ops.sh against a made-up test-backend-ops with ops OPA and OPD (3 cases
-# each) and OPC (2): ours fails OPA's second case and OPC's first in the
-# suite run and never reaches OPD's last two; alone, OPA's fails on either
-# side every other run (a borderline case) and OPC's only on ours (a
-# failure of ours); OPD's, never reached, are not rerun. The parameters
-# carry the brackets and dots real ones do, which the -p regex must escape.
+# each), OPC (2) and OPE (1): ours fails OPA's second case, OPC's first and
+# OPE's in the suite run and never reaches OPD's last two; alone, OPA's
+# fails on either side every other run (a borderline case), OPC's only on
+# ours (a failure of ours), and OPE's on stock once in twelve but on ours
+# eleven times in twelve (both fail it, ours far more often: a failure of
+# ours); OPD's, never reached, are not rerun. The parameters carry the
+# brackets and dots real ones do, which the -p regex must escape. Reruns go
+# one at a time here, so each case's runs come in order.
 mkdir -p "$scratch/fake/bin"
 cat >"$scratch/fake/bin/test-backend-ops" <<'FAKE'
 #!/usr/bin/env bash
@@ -55,10 +58,11 @@ op= re=
 while [ $# -gt 0 ]; do case $1 in -o) op=$2; shift ;; -p) re=$2; shift ;; esac; shift; done
 side=stock
 [ -n "${MACUDA_DEVICE:-}" ] && side=ours
-for o in OPA OPC OPD; do
+for o in OPA OPC OPD OPE; do
   { [ -z "$op" ] || [ "$op" = "$o" ]; } || continue
   n=3
   [ $o = OPC ] && n=2
+  [ $o = OPE ] && n=1
   for x in $(seq 1 "$n"); do
     v="ne=[$x,1],s=2.000000"
     [ -z "$re" ] || [[ $v =~ $re ]] || continue
@@ -66,12 +70,15 @@ for o in OPA OPC OPD; do
     [ "$o$x$side" = OPD2ours ] && exit 134
     fail=0
     if [ -z "$re" ]; then
-      [ $side = ours ] && { [ "$o$x" = OPA2 ] || [ "$o$x" = OPC1 ]; } && fail=1
+      [ $side = ours ] && { [ "$o$x" = OPA2 ] || [ "$o$x" = OPC1 ] || [ "$o$x" = OPE1 ]; } && fail=1
     else
-      k=$(cat "$FAKE_RUNS.$side" 2>/dev/null || echo 0)
-      echo $((k + 1)) >"$FAKE_RUNS.$side"
+      runs=$FAKE_RUNS.$side.$o$x
+      k=$(cat "$runs" 2>/dev/null || echo 0)
+      echo $((k + 1)) >"$runs"
       [ "$o$x" = OPA2 ] && [ $((k % 2)) -eq 0 ] && fail=1
       [ "$o$x" = OPC1 ] && [ $side = ours ] && fail=1
+      [ "$o$x$side" = OPE1stock ] && [ "$k" -eq 5 ] && fail=1
+      [ "$o$x$side" = OPE1ours ] && [ "$k" -ne 7 ] && fail=1
     fi
     if [ $fail = 1 ]; then echo "[$o] ERR = 0.5 > 0.1   $o($v): FAIL"; else echo "  $o($v): OK"; fi
   done
@@ -79,19 +86,27 @@ done
 FAKE
 chmod +x "$scratch/fake/bin/test-backend-ops"
 ops_rc=0
-FAKE_RUNS=$scratch/fake/runs RERUNS=4 OPS_JOBS=2 bash "$here/ops.sh" "$scratch/fake" "$scratch/fake/lib" \
-  "$scratch/fake/out" >"$scratch/fake/summary.txt" 2>&1 || ops_rc=$?
+FAKE_RUNS=$scratch/fake/runs RERUNS=12 RERUNS_MIN=2 RERUN_JOBS=1 OPS_JOBS=2 bash "$here/ops.sh" "$scratch/fake" \
+  "$scratch/fake/lib" "$scratch/fake/out" >"$scratch/fake/summary.txt" 2>&1 || ops_rc=$?
 ops_summary=$(cat "$scratch/fake/summary.txt")
 for want in "OPA: stock 3/3 (exit 0), ours 2/3" "not pass: 1; borderline" \
-            "OPA(ne=[2,1],s=2.000000)  (alone, failed by stock 2/4, by ours 2/4)" \
-            "OPC(ne=[1,1],s=2.000000)  (alone, failed by stock 0/4, by ours 4/4)" \
+            "OPA(ne=[2,1],s=2.000000)  (alone, failed by stock 1/2, by ours 1/2; borderline, p 0.833)" \
+            "OPC(ne=[1,1],s=2.000000)  (alone, failed by stock 0/12, by ours 12/12; ours, p 3.7e-07)" \
+            "OPE(ne=[1,1],s=2.000000)  (alone, failed by stock 1/12, by ours 11/12; ours, p 5.36e-05)" \
             "OPD: stock 3/3 (exit 0), ours 1/1 (exit 134" \
-            "in 0, borderline in 1, not in 2;"; do
+            "in 0, borderline in 1, not in 3;"; do
   grep -qF "$want" <<<"$ops_summary" || { echo "ops.sh on a made-up suite: no '$want' in:"; echo "$ops_summary"; exit 1; }
 done
 [ ! -s "$scratch/fake/out/ops-OPD.reruns.txt" ] || { echo "ops.sh reran a case ours never reached"; exit 1; }
 [ "$ops_rc" -eq 1 ] || { echo "ops.sh on a made-up suite with a failure of ours exited $ops_rc"; exit 1; }
-echo "ops.sh: a made-up suite read as made (a borderline case, a failure of ours, cases never reached)"
+echo "ops.sh: a made-up suite read as made (a borderline case, two failures of ours, cases never reached)"
+# flake.py's verdicts on counts where the answer is plain.
+for c in "0 0 10:ours" "1 0 10:borderline" "3 2 100:borderline" "2 40 100:ours" "1 10 10:ours" "0 5 200:ours"; do
+  got=$(python3 "$here/flake.py" ${c%%:*})
+  [ "${got%% *}" = "${c##*:}" ] || { echo "flake.py ${c%%:*}: '$got', wanted ${c##*:}"; exit 1; }
+done
+if python3 "$here/flake.py" 5 1 3 2>/dev/null; then echo "flake.py took counts above the runs"; exit 1; fi
+echo "flake.py: plain counts judged as they must be"
 "$here/source.sh" "$scratch/llama" >/dev/null
 python3 -m venv "$scratch/venv"
 "$scratch/venv/bin/pip" install -q numpy
