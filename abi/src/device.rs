@@ -47,21 +47,13 @@ impl DeviceFacts {
     }
 
     pub fn reserved_shared_per_block(&self) -> u64 {
-        if self.sm >= 80 {
-            RESERVED_SHARED_PER_BLOCK
-        } else {
-            0
-        }
+        self.arch.reserved_shared_per_block
     }
 
-    /// A kernel's own static shared memory: from sm_90 on, the cubin's
-    /// figure includes the system's reserve.
+    /// A kernel's own static shared memory (hw's `ArchLimits` says whether
+    /// the cubin's figure holds the system's reserve).
     pub fn user_static_shared(&self, cubin_shared: u64) -> u64 {
-        if self.sm >= 90 {
-            cubin_shared.saturating_sub(RESERVED_SHARED_PER_BLOCK)
-        } else {
-            cubin_shared
-        }
+        self.arch.user_static_shared(cubin_shared)
     }
 
     fn pci(&self) -> [u32; 4] {

@@ -3,6 +3,8 @@
 
 use crate::handle::ObjectHandle;
 use crate::kernel::GrFacts;
+use macuda_hw::chip::ASSUMED_SM;
+use macuda_hw::sm::{arch_limits, WARP_SIZE};
 use macuda_hw::ChipIdentity;
 use macuda_pci::{Capabilities, PciIdentity};
 use serde::{Deserialize, Serialize};
@@ -114,12 +116,13 @@ pub struct ComputeFacts {
 }
 
 /// The null card stands in for an RTX 5090: its published SM count, L2
-/// and memory bus.
+/// and memory bus; its SMs are those of the capability assumed for a chip
+/// the table does not know (the RTX 5090's).
 pub const NULL_COMPUTE: ComputeFacts = ComputeFacts {
     total_memory: 32 << 30,
     sm_count: 170,
-    warp_size: 32,
-    max_warps_per_sm: 48,
+    warp_size: WARP_SIZE,
+    max_warps_per_sm: arch_limits(ASSUMED_SM).max_warps_per_sm(),
     l2_bytes: 96 << 20,
     memory_bus_bits: 512,
     pci_location: None,

@@ -37,6 +37,13 @@ pub struct ArchLimits {
     /// The most one block may use after opting in
     /// (`cudaFuncAttributeMaxDynamicSharedMemorySize`).
     pub shared_per_block_optin: u64,
+    /// Shared memory the system keeps for every block
+    /// (`cudaDevAttrReservedSharedMemoryPerBlock`): none before sm_80.
+    pub reserved_shared_per_block: u64,
+    /// Whether a cubin's shared-memory figure for a kernel already holds
+    /// that reserve (ptxas's from sm_90 on), so the kernel's own static
+    /// shared memory is the figure less the reserve.
+    pub cubin_shared_holds_reserve: bool,
 }
 
 /// Per compute capability, from the programming guide's table.
@@ -47,6 +54,8 @@ const ARCHES: &[ArchLimits] = &[
         max_blocks_per_sm: 16,
         shared_per_sm: 64 << 10,
         shared_per_block_optin: 64 << 10,
+        reserved_shared_per_block: 0,
+        cubin_shared_holds_reserve: false,
     },
     ArchLimits {
         sm: 80,
@@ -54,6 +63,8 @@ const ARCHES: &[ArchLimits] = &[
         max_blocks_per_sm: 32,
         shared_per_sm: 164 << 10,
         shared_per_block_optin: 163 << 10,
+        reserved_shared_per_block: RESERVED_SHARED_PER_BLOCK,
+        cubin_shared_holds_reserve: false,
     },
     ArchLimits {
         sm: 86,
@@ -61,6 +72,8 @@ const ARCHES: &[ArchLimits] = &[
         max_blocks_per_sm: 16,
         shared_per_sm: 100 << 10,
         shared_per_block_optin: 99 << 10,
+        reserved_shared_per_block: RESERVED_SHARED_PER_BLOCK,
+        cubin_shared_holds_reserve: false,
     },
     ArchLimits {
         sm: 89,
@@ -68,6 +81,8 @@ const ARCHES: &[ArchLimits] = &[
         max_blocks_per_sm: 24,
         shared_per_sm: 100 << 10,
         shared_per_block_optin: 99 << 10,
+        reserved_shared_per_block: RESERVED_SHARED_PER_BLOCK,
+        cubin_shared_holds_reserve: false,
     },
     ArchLimits {
         sm: 90,
@@ -75,6 +90,8 @@ const ARCHES: &[ArchLimits] = &[
         max_blocks_per_sm: 32,
         shared_per_sm: 228 << 10,
         shared_per_block_optin: 227 << 10,
+        reserved_shared_per_block: RESERVED_SHARED_PER_BLOCK,
+        cubin_shared_holds_reserve: true,
     },
     ArchLimits {
         sm: 100,
@@ -82,6 +99,8 @@ const ARCHES: &[ArchLimits] = &[
         max_blocks_per_sm: 32,
         shared_per_sm: 228 << 10,
         shared_per_block_optin: 227 << 10,
+        reserved_shared_per_block: RESERVED_SHARED_PER_BLOCK,
+        cubin_shared_holds_reserve: true,
     },
     ArchLimits {
         sm: 120,
@@ -89,18 +108,32 @@ const ARCHES: &[ArchLimits] = &[
         max_blocks_per_sm: 32,
         shared_per_sm: 100 << 10,
         shared_per_block_optin: 99 << 10,
+        reserved_shared_per_block: RESERVED_SHARED_PER_BLOCK,
+        cubin_shared_holds_reserve: true,
     },
 ];
 
-/// The limits of `sm`'s family (an unknown minor takes its major's row).
-pub fn arch_limits(sm: u32) -> ArchLimits {
-    ARCHES
-        .iter()
-        .rev()
-        .find(|a| a.sm <= sm && a.sm / 10 == sm / 10)
-        .or_else(|| ARCHES.iter().rev().find(|a| a.sm <= sm))
-        .copied()
-        .unwrap_or(ARCHES[0])
+/// The limits of `sm`'s family (an unknown minor takes its major's row;
+/// an unknown major the nearest row below it). A `const fn`, so that
+/// constant device descriptions can be built from it.
+pub const fn arch_limits(sm: u32) -> ArchLimits {
+    let mut same_major = None;
+    let mut below = None;
+    let mut i = 0;
+    while i < ARCHES.len() {
+        let a = ARCHES[i];
+        if a.sm <= sm {
+            below = Some(a);
+            if a.sm / 10 == sm / 10 {
+                same_major = Some(a);
+            }
+        }
+        i += 1;
+    }
+    match (same_major, below) {
+        (Some(a), _) | (None, Some(a)) => a,
+        (None, None) => ARCHES[0],
+    }
 }
 
 /// Registers one warp of a kernel is given.
@@ -119,6 +152,20 @@ pub struct BlockNeeds {
 }
 
 impl ArchLimits {
+    /// Warps one SM holds at once.
+    pub const fn max_warps_per_sm(&self) -> u32 {
+        self.max_threads_per_sm / WARP_SIZE
+    }
+
+    /// A kernel's own static shared memory, from its cubin's figure.
+    pub const fn user_static_shared(&self, cubin_shared: u64) -> u64 {
+        if self.cubin_shared_holds_reserve {
+            cubin_shared.saturating_sub(self.reserved_shared_per_block)
+        } else {
+            cubin_shared
+        }
+    }
+
     /// How many such blocks one SM holds at once (0 for an empty block).
     pub fn resident_blocks(&self, b: BlockNeeds) -> u32 {
         if b.threads == 0 {
@@ -190,6 +237,25 @@ mod tests {
         assert_eq!(arch_limits(87).sm, 86);
         assert_eq!(arch_limits(121).sm, 120);
         assert_eq!(arch_limits(60).sm, 75);
+        // An unknown major takes the nearest row below it.
+        assert_eq!(arch_limits(110).sm, 100);
+        assert_eq!(arch_limits(130).sm, 120);
+    }
+
+    #[test]
+    fn the_reserve_is_kept_from_sm_80_and_counted_in_the_cubin_from_sm_90() {
+        assert_eq!(arch_limits(75).reserved_shared_per_block, 0);
+        assert_eq!(arch_limits(75).user_static_shared(0x400), 0x400);
+        for sm in [80, 86, 89] {
+            assert_eq!(arch_limits(sm).reserved_shared_per_block, 1 << 10);
+            assert_eq!(arch_limits(sm).user_static_shared(0x400), 0x400);
+        }
+        for sm in [90, 100, 120] {
+            assert_eq!(arch_limits(sm).user_static_shared(0x500), 0x100);
+            assert_eq!(arch_limits(sm).user_static_shared(0x200), 0);
+        }
+        assert_eq!(arch_limits(120).max_warps_per_sm(), 48);
+        assert_eq!(arch_limits(90).max_warps_per_sm(), 64);
     }
 
     #[test]
