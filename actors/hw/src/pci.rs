@@ -13,6 +13,14 @@ pub mod offset {
     pub const BAR0: u16 = 0x10;
 }
 
+/// GB202's BAR firewall (NV_EP_PCFG_GPU_VSEC_DEBUG_SEC_2, in the vendor
+/// capability beyond the first 64 bytes): bit BAR_FIREWALL_ENGAGE is set
+/// after a reset until the FSP is ready for BAR0 accesses
+/// (reference/gsp.md section 1.3).
+pub const GB202_VSEC_DEBUG_SEC_2: u16 = 0x2B8;
+/// BAR_FIREWALL_ENGAGE, bit 24 of that register.
+pub const BAR_FIREWALL_ENGAGE: u32 = 1 << 24;
+
 /// Size of the configuration space a PCIe function exposes.
 pub const CONFIG_SPACE_BYTES: usize = 4096;
 

@@ -101,6 +101,23 @@ registers! {
     NV_PFB_PRI_MMU_WPR2_ADDR_HI @ 0x001F_A828 {
         val: 31:4,
     }
+    /// Where WPR2 starts: `val << 12` (reference/gsp.md section 2.2).
+    NV_PFB_PRI_MMU_WPR2_ADDR_LO @ 0x001F_A824 {
+        val: 31:4,
+    }
+    /// GB20x's FSP boot status (RM's alias FSP_BOOT_COMPLETE): the whole
+    /// register reads [`FSP_BOOT_COMPLETE`] once the card's own boot
+    /// firmware is done after power-on or a reset.
+    NV_THERM_I2CS_SCRATCH @ 0x00AD_00BC {
+        data: 31:0,
+    }
+    /// BAR1's mode: `mode` 0 maps BAR1 onto video memory physically, 1
+    /// through the page tables at `ptr` in aperture `target`.
+    NV_PBUS_BAR1_BLOCK @ 0x0000_1704 {
+        ptr: 27:0,
+        target: 29:28,
+        mode: 31:31,
+    }
     /// The channel doorbell without a kernel driver: the virtual-function
     /// register block (BAR0 0xB80000) + 0x30090. Writing a channel's
     /// work-submit token here tells the host engine to fetch its GPFIFO. The
@@ -108,6 +125,17 @@ registers! {
     /// base (reference/submission.md section 2.5).
     NV_VIRTUAL_FUNCTION_DOORBELL @ 0x00BB_0090 {}
 }
+
+/// What NV_THERM_I2CS_SCRATCH reads once the FSP has booted the card.
+pub const FSP_BOOT_COMPLETE: u32 = 0xFF;
+
+/// GH100's and GB100's copy of NV_THERM_I2CS_SCRATCH (the register moved
+/// on GB20x): not in the oracle, which carries GB202's THERM only;
+/// reference/gsp.md section 1.4.
+pub const NV_THERM_I2CS_SCRATCH_GH100: u32 = 0x0002_00BC;
+
+/// The HUBMMU copy of NV_PFB_PRI_MMU_WPR2_ADDR_LO (see the HI one below).
+pub const NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO: u32 = 0x0088_A824;
 
 /// The HUBMMU copy of NV_PFB_PRI_MMU_WPR2_ADDR_HI (NV_HUBMMU0_PRI_BASE
 /// 0x880000 + 0xA828) that newer RM releases read on GB10x/GB20x; same
