@@ -1,23 +1,16 @@
-//! A TinyGPU server for tests: it speaks the wire protocol of
-//! `macuda_pci::tinygpu::wire` over a unix socket (passing a real
-//! shared-memory fd for MAP_SYSMEM_FD) or TCP, backs it with a small model
-//! of a card, logs what it was asked, and can be told to misbehave.
+//! A TinyGPU server for the client's tests: the sim's server
+//! (`macuda_sim::server`, which owns the wire) in front of a small model of
+//! a card that logs what it was asked and whose bytes a test can poke, and
+//! told to break the wire (`WireFault`) or its segment tables.
 
 use macuda_pci::tinygpu::wire::{
-    encode_segment_table, Command, Request, Response, MIN_SYSMEM_FD_BYTES, REQUEST_BYTES,
-    SEGMENT_TABLE_BYTES, STATUS_ERROR, SYSMEM_PAGE_BYTES,
+    encode_segment_table, Command, Request, MIN_SYSMEM_FD_BYTES, SEGMENT_TABLE_BYTES,
+    SYSMEM_PAGE_BYTES,
 };
 use macuda_pci::tinygpu::Endpoint;
-use parking_lot::Mutex;
+use macuda_sim::server::{Device, Listen, Server, SharedMapping, WireFault};
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::os::fd::OwnedFd;
 
 /// Bus addresses the fake hands out for shared memory start here.
 const SHARED_BUS_BASE: u64 = 0x80_0000_0000;
@@ -39,6 +32,8 @@ pub struct FakeCard {
     pub log: Vec<Request>,
     shared: Vec<memmap2::MmapMut>,
     remote: Vec<Vec<u8>>,
+    /// Shared mappings get a segment table that never terminates.
+    unterminated_segments: bool,
 }
 
 impl FakeCard {
@@ -56,6 +51,7 @@ impl FakeCard {
             log: Vec::new(),
             shared: Vec::new(),
             remote: Vec::new(),
+            unterminated_segments: false,
         };
         card.poke32(0x0, 0x1B20_00A1);
         card.poke32(0xA00, 0x1B2A_1000);
@@ -116,75 +112,9 @@ impl FakeCard {
     }
 }
 
-/// Ways the fake can break the protocol, for the client's robustness tests.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Misbehaviour {
-    None,
-    /// Send only the first `after` bytes of this command's reply, then close.
-    CloseMidReply {
-        command: Command,
-        after: usize,
-    },
-    /// Send every reply one byte at a time.
-    Trickle,
-    /// Announce more data than this read asked for.
-    Oversize {
-        command: Command,
-    },
-    /// A status byte that is neither ok nor error.
-    BadStatus {
-        command: Command,
-    },
-    /// Refuse this command with a message.
-    Error {
-        command: Command,
-        message: String,
-    },
-    /// Refuse with an error reply announcing a gigantic message.
-    HugeErrorMessage {
-        command: Command,
-    },
-    /// A shared mapping whose segment table never terminates.
-    UnterminatedSegments,
-    /// Never answer this command.
-    Stall {
-        command: Command,
-    },
-}
-
-enum Listener {
-    Unix(UnixListener),
-    Tcp(TcpListener),
-}
-
-enum Conn {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-impl Conn {
-    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
-        match self {
-            Conn::Unix(s) => s.write_all(b),
-            Conn::Tcp(s) => s.write_all(b),
-        }
-    }
-    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
-        match self {
-            Conn::Unix(s) => s.set_read_timeout(t),
-            Conn::Tcp(s) => s.set_read_timeout(t),
-        }
-    }
-}
-
 /// A running fake server; it stops when dropped.
 pub struct FakeTinyGpu {
-    endpoint: Endpoint,
-    card: Arc<Mutex<FakeCard>>,
-    misbehaviour: Arc<Mutex<Misbehaviour>>,
-    connections: Arc<AtomicU32>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    server: Server<FakeCard>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -192,410 +122,148 @@ impl FakeTinyGpu {
     /// Listen on a unix socket in a fresh temp directory.
     pub fn unix() -> FakeTinyGpu {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("tinygpu.sock");
-        let listener = UnixListener::bind(&path).expect("bind unix socket");
-        Self::run(Listener::Unix(listener), Endpoint::Unix(path), Some(dir))
+        let listen = Listen::Unix(dir.path().join("tinygpu.sock"));
+        let server =
+            Server::start(&listen, FakeCard::gb202()).expect("fake server on a unix socket");
+        FakeTinyGpu {
+            server,
+            _dir: Some(dir),
+        }
     }
 
     /// Listen on TCP on the loopback interface.
     pub fn tcp() -> FakeTinyGpu {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
-        let port = listener.local_addr().expect("local addr").port();
-        let endpoint = Endpoint::Tcp {
-            host: "127.0.0.1".to_string(),
-            port,
-        };
-        Self::run(Listener::Tcp(listener), endpoint, None)
-    }
-
-    fn run(listener: Listener, endpoint: Endpoint, dir: Option<tempfile::TempDir>) -> FakeTinyGpu {
-        let card = Arc::new(Mutex::new(FakeCard::gb202()));
-        let misbehaviour = Arc::new(Mutex::new(Misbehaviour::None));
-        let connections = Arc::new(AtomicU32::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        match &listener {
-            Listener::Unix(l) => l.set_nonblocking(true),
-            Listener::Tcp(l) => l.set_nonblocking(true),
-        }
-        .expect("nonblocking listener");
-        let thread = {
-            let (card, misbehaviour, connections, stop) = (
-                Arc::clone(&card),
-                Arc::clone(&misbehaviour),
-                Arc::clone(&connections),
-                Arc::clone(&stop),
-            );
-            std::thread::Builder::new()
-                .name("fake-tinygpu".into())
-                .spawn(move || serve(listener, &card, &misbehaviour, &connections, &stop))
-                .expect("server thread")
-        };
-        FakeTinyGpu {
-            endpoint,
-            card,
-            misbehaviour,
-            connections,
-            stop,
-            thread: Some(thread),
-            _dir: dir,
-        }
+        let server = Server::start(&Listen::Tcp(0), FakeCard::gb202()).expect("fake server on TCP");
+        FakeTinyGpu { server, _dir: None }
     }
 
     pub fn endpoint(&self) -> Endpoint {
-        self.endpoint.clone()
+        self.server.endpoint()
     }
 
     /// The `--device` word that reaches this server.
     pub fn device_word(&self) -> String {
-        match &self.endpoint {
-            Endpoint::Unix(p) => format!("tinygpu:{}", p.display()),
-            Endpoint::Tcp { host, port } => format!("remote:{host}:{port}"),
-        }
+        self.server.device_word()
     }
 
     pub fn card(&self) -> parking_lot::MutexGuard<'_, FakeCard> {
-        self.card.lock()
+        self.server.device()
     }
 
-    pub fn misbehave(&self, m: Misbehaviour) {
-        *self.misbehaviour.lock() = m;
+    /// Break the wire as `fault` says (`WireFault::None` mends it).
+    pub fn misbehave(&self, fault: WireFault) {
+        self.server.set_fault(fault);
+    }
+
+    /// Shared mappings from now on get a segment table that never ends.
+    pub fn unterminate_segment_tables(&self) {
+        self.card().unterminated_segments = true;
     }
 
     /// Connections accepted so far.
     pub fn connections(&self) -> u32 {
-        self.connections.load(Ordering::SeqCst)
+        self.server.connections()
     }
 }
 
-impl Drop for FakeTinyGpu {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+impl Device for FakeCard {
+    fn observe(&mut self, request: &Request) {
+        self.log.push(*request);
     }
-}
 
-fn serve(
-    listener: Listener,
-    card: &Mutex<FakeCard>,
-    misbehaviour: &Mutex<Misbehaviour>,
-    connections: &AtomicU32,
-    stop: &AtomicBool,
-) {
-    while !stop.load(Ordering::SeqCst) {
-        let accepted = match &listener {
-            Listener::Unix(l) => l.accept().map(|(s, _)| Conn::Unix(s)),
-            Listener::Tcp(l) => l.accept().map(|(s, _)| {
-                let _ = s.set_nodelay(true);
-                Conn::Tcp(s)
-            }),
-        };
-        match accepted {
-            Ok(mut conn) => {
-                connections.fetch_add(1, Ordering::SeqCst);
-                let blocking = match &conn {
-                    Conn::Unix(s) => s.set_nonblocking(false),
-                    Conn::Tcp(s) => s.set_nonblocking(false),
-                };
-                if blocking.is_err()
-                    || conn
-                        .set_read_timeout(Some(Duration::from_millis(50)))
-                        .is_err()
-                {
-                    continue;
-                }
-                // One client at a time, as the real servers do.
-                serve_client(&mut conn, card, misbehaviour, stop);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2))
-            }
-            Err(_) => return,
-        }
+    fn probe(&mut self) -> String {
+        "fake-gb202:0".to_string()
     }
-}
 
-/// Buffered reads, so a stream of small posted writes costs the server a
-/// copy each rather than a system call each.
-struct Reader {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-impl Reader {
-    fn new() -> Reader {
-        Reader {
-            buf: vec![0u8; 256 << 10],
-            start: 0,
-            end: 0,
+    fn bar(&mut self, index: u32) -> Result<(u64, u64), String> {
+        match self.bar_bytes.get(index as usize) {
+            Some(&size) if size > 0 => Ok((0x1_0000_0000 * (u64::from(index) + 1), size)),
+            _ => Err("no such BAR".into()),
         }
     }
 
-    /// Read exactly `b.len()` bytes, riding out read timeouts (they only
-    /// exist so the stop flag is noticed); `false` at end of stream or on
-    /// stop.
-    fn read_fully(&mut self, conn: &mut Conn, b: &mut [u8], stop: &AtomicBool) -> bool {
-        let mut got = 0;
-        while got < b.len() {
-            if self.start < self.end {
-                let n = (self.end - self.start).min(b.len() - got);
-                b[got..got + n].copy_from_slice(&self.buf[self.start..self.start + n]);
-                self.start += n;
-                got += n;
-                continue;
-            }
-            let r = match conn {
-                Conn::Unix(s) => s.read(&mut self.buf),
-                Conn::Tcp(s) => s.read(&mut self.buf),
-            };
-            match r {
-                Ok(0) => return false,
-                Ok(n) => {
-                    self.start = 0;
-                    self.end = n;
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) =>
-                {
-                    if stop.load(Ordering::SeqCst) {
-                        return false;
-                    }
-                }
-                Err(_) => return false,
-            }
+    fn config_read(&mut self, offset: u64, width: u64) -> Result<u64, String> {
+        let (off, w) = (offset as usize, width as usize);
+        if off + w > self.config.len() || !matches!(w, 1 | 2 | 4) {
+            return Err("config read out of range".into());
         }
-        true
+        let mut v = [0u8; 8];
+        v[..w].copy_from_slice(&self.config[off..off + w]);
+        Ok(u64::from_le_bytes(v))
     }
-}
 
-struct Reply {
-    header: Response,
-    body: Vec<u8>,
-    fd: Option<OwnedFd>,
-}
+    fn config_write(&mut self, offset: u64, width: u64, value: u64) -> Result<(), String> {
+        let (off, w) = (offset as usize, width as usize);
+        if off + w > self.config.len() || !matches!(w, 1 | 2 | 4) {
+            return Err("config write out of range".into());
+        }
+        self.config[off..off + w].copy_from_slice(&value.to_le_bytes()[..w]);
+        Ok(())
+    }
 
-impl Reply {
-    fn ok(r0: u64, r1: u64) -> Reply {
-        Reply {
-            header: Response::ok(r0, r1),
-            body: Vec::new(),
-            fd: None,
+    fn reset(&mut self) -> Result<(), String> {
+        self.resets += 1;
+        self.config[4] = 0;
+        self.config[5] = 0;
+        Ok(())
+    }
+
+    fn mmio_read(&mut self, bar: u32, offset: u64, out: &mut [u8]) -> Result<(), String> {
+        if bar != 0 || offset + out.len() as u64 > self.bar_bytes[0] {
+            return Err("MMIO read outside BAR0".into());
+        }
+        self.bar0_read(offset, out);
+        Ok(())
+    }
+
+    fn mmio_write(&mut self, bar: u32, offset: u64, data: &[u8]) {
+        if bar == 0 && offset + data.len() as u64 <= self.bar_bytes[0] {
+            self.bar0_write(offset, data);
         }
     }
-    fn err(message: &str) -> Reply {
-        Reply {
-            header: Response {
-                status: STATUS_ERROR,
-                values: [message.len() as u64, 0],
-            },
-            body: message.as_bytes().to_vec(),
-            fd: None,
-        }
-    }
-}
 
-fn serve_client(
-    conn: &mut Conn,
-    card: &Mutex<FakeCard>,
-    misbehaviour: &Mutex<Misbehaviour>,
-    stop: &AtomicBool,
-) {
-    let mut head = [0u8; REQUEST_BYTES];
-    let mut reader = Reader::new();
-    loop {
-        if !reader.read_fully(conn, &mut head, stop) {
-            return;
-        }
-        let req = Request::decode(&head);
-        card.lock().log.push(req);
-        let Some(command) = Command::from_byte(req.command) else {
-            if send(
-                conn,
-                Reply::err(&format!("unknown command {}", req.command)),
-                &Misbehaviour::None,
-                None,
-            )
-            .is_err()
-            {
-                return;
-            }
-            continue;
-        };
-        let mut payload = Vec::new();
-        let carries = match command {
-            Command::Probe | Command::MmioWrite | Command::SysmemWrite => req.args[1],
-            _ => 0,
-        };
-        if carries > 0 {
-            payload.resize(carries.min(64 << 20) as usize, 0);
-            if !reader.read_fully(conn, &mut payload, stop) {
-                return;
-            }
-        }
-        let m = misbehaviour.lock().clone();
-        let reply = match &m {
-            Misbehaviour::Error {
-                command: c,
-                message,
-            } if *c == command => Some(Reply::err(message)),
-            Misbehaviour::Stall { command: c } if *c == command => {
-                while !stop.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                return;
-            }
-            _ => handle(
-                command,
-                &req,
-                &payload,
-                &mut card.lock(),
-                &m,
-                matches!(conn, Conn::Unix(_)),
-            ),
-        };
-        if let Some(reply) = reply {
-            if send(conn, reply, &m, Some(command)).is_err() {
-                return;
-            }
-        }
+    fn map_sysmem_fd(&mut self, size: u64) -> Result<SharedMapping, String> {
+        shared_memory(size, self)
+            .map(|(fd, size, index)| SharedMapping { fd, size, index })
+            .map_err(|e| format!("shared memory: {e}"))
     }
-}
 
-fn handle(
-    command: Command,
-    req: &Request,
-    payload: &[u8],
-    card: &mut FakeCard,
-    m: &Misbehaviour,
-    unix: bool,
-) -> Option<Reply> {
-    let [a0, a1, a2] = req.args;
-    let bar = req.bar as usize;
-    Some(match command {
-        Command::Ping | Command::ResizeBar => Reply::ok(0, 0),
-        Command::Probe => {
-            let text = b"fake-gb202:0".to_vec();
-            Reply {
-                header: Response::ok(text.len() as u64, 1),
-                body: text,
-                fd: None,
-            }
-        }
-        Command::MapBar => match card.bar_bytes.get(bar) {
-            Some(&size) if size > 0 => Reply::ok(0x1_0000_0000 * (bar as u64 + 1), size),
-            _ => Reply::err("no such BAR"),
-        },
-        Command::CfgRead => {
-            let (off, w) = (a0 as usize, a1 as usize);
-            if off + w > card.config.len() || !matches!(w, 1 | 2 | 4) {
-                return Some(Reply::err("config read out of range"));
-            }
-            let mut v = [0u8; 8];
-            v[..w].copy_from_slice(&card.config[off..off + w]);
-            Reply::ok(u64::from_le_bytes(v), 0)
-        }
-        Command::CfgWrite => {
-            let (off, w) = (a0 as usize, a1 as usize);
-            if off + w > card.config.len() || !matches!(w, 1 | 2 | 4) {
-                return Some(Reply::err("config write out of range"));
-            }
-            card.config[off..off + w].copy_from_slice(&a2.to_le_bytes()[..w]);
-            Reply::ok(0, 0)
-        }
-        Command::Reset => {
-            card.resets += 1;
-            card.config[4] = 0;
-            card.config[5] = 0;
-            Reply::ok(0, 0)
-        }
-        Command::MmioRead => {
-            if bar != 0 || a0 + a1 > card.bar_bytes[0] {
-                return Some(Reply::err("MMIO read outside BAR0"));
-            }
-            let mut body = vec![0u8; a1 as usize];
-            card.bar0_read(a0, &mut body);
-            let announced = if matches!(
-                m,
-                Misbehaviour::Oversize {
-                    command: Command::MmioRead
-                }
-            ) {
-                a1 + 4096
-            } else {
-                a1
-            };
-            Reply {
-                header: Response::ok(announced, 0),
-                body,
-                fd: None,
-            }
-        }
-        Command::MmioWrite => {
-            if bar == 0 && a0 + a1 <= card.bar_bytes[0] {
-                card.bar0_write(a0, payload);
-            }
-            return None;
-        }
-        Command::MapSysmemFd => {
-            if !unix {
-                return Some(Reply::err("MAP_SYSMEM_FD needs a unix socket"));
-            }
-            match shared_memory(a0, card, matches!(m, Misbehaviour::UnterminatedSegments)) {
-                Ok((fd, size, index)) => Reply {
-                    header: Response::ok(size, index),
-                    body: Vec::new(),
-                    fd: Some(fd),
-                },
-                Err(e) => Reply::err(&format!("shared memory: {e}")),
-            }
-        }
-        Command::MapSysmem => {
-            let pages = a0.div_ceil(SYSMEM_PAGE_BYTES);
-            let handle = card.remote.len() as u64;
-            card.remote
-                .push(vec![0u8; (pages * SYSMEM_PAGE_BYTES) as usize]);
-            // Two runs of pages, so the client has scatter to coalesce.
-            let base = REMOTE_BUS_BASE + handle * (1 << 30);
-            let mut list = Vec::new();
-            for i in 0..pages {
+    fn map_sysmem(&mut self, size: u64) -> Result<(Vec<u64>, u64), String> {
+        let pages = size.div_ceil(SYSMEM_PAGE_BYTES);
+        let handle = self.remote.len() as u64;
+        self.remote
+            .push(vec![0u8; (pages * SYSMEM_PAGE_BYTES) as usize]);
+        // Two runs of pages, so the client has scatter to coalesce.
+        let base = REMOTE_BUS_BASE + handle * (1 << 30);
+        let list = (0..pages)
+            .map(|i| {
                 let gap = if i >= pages / 2 { 1 << 20 } else { 0 };
-                list.extend_from_slice(&(base + gap + i * SYSMEM_PAGE_BYTES).to_le_bytes());
+                base + gap + i * SYSMEM_PAGE_BYTES
+            })
+            .collect();
+        Ok((list, handle))
+    }
+
+    fn sysmem_read(&mut self, handle: u32, offset: u64, out: &mut [u8]) -> Result<(), String> {
+        match self.remote.get(handle as usize) {
+            Some(mem) if offset as usize + out.len() <= mem.len() => {
+                out.copy_from_slice(&mem[offset as usize..offset as usize + out.len()]);
+                Ok(())
             }
-            Reply {
-                header: Response::ok(list.len() as u64, handle),
-                body: list,
-                fd: None,
+            _ => Err("SYSMEM read out of range".into()),
+        }
+    }
+
+    fn sysmem_write(&mut self, handle: u32, offset: u64, data: &[u8]) {
+        if let Some(mem) = self.remote.get_mut(handle as usize) {
+            if offset as usize + data.len() <= mem.len() {
+                mem[offset as usize..offset as usize + data.len()].copy_from_slice(data);
             }
         }
-        Command::SysmemRead => match card.remote.get(bar) {
-            Some(mem) if (a0 + a1) as usize <= mem.len() => Reply {
-                header: Response::ok(a1, 0),
-                body: mem[a0 as usize..(a0 + a1) as usize].to_vec(),
-                fd: None,
-            },
-            _ => Reply::err("SYSMEM read out of range"),
-        },
-        Command::SysmemWrite => {
-            if let Some(mem) = card.remote.get_mut(bar) {
-                if (a0 as usize) + payload.len() <= mem.len() {
-                    mem[a0 as usize..a0 as usize + payload.len()].copy_from_slice(payload);
-                }
-            }
-            return None;
-        }
-    })
+    }
 }
 
-fn shared_memory(
-    size: u64,
-    card: &mut FakeCard,
-    unterminated: bool,
-) -> std::io::Result<(OwnedFd, u64, u64)> {
+fn shared_memory(size: u64, card: &mut FakeCard) -> std::io::Result<(OwnedFd, u64, u64)> {
     use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
     let alloc = size
         .next_multiple_of(SYSMEM_PAGE_BYTES)
@@ -623,66 +291,11 @@ fn shared_memory(
             )
         })
         .collect();
-    if unterminated {
+    if card.unterminated_segments {
         map[..SEGMENT_TABLE_BYTES].fill(0xAB);
     } else {
         encode_segment_table(&segments, &mut map[..SEGMENT_TABLE_BYTES]);
     }
     card.shared.push(map);
     Ok((OwnedFd::from(file), alloc, index))
-}
-
-fn send(
-    conn: &mut Conn,
-    reply: Reply,
-    m: &Misbehaviour,
-    command: Option<Command>,
-) -> std::io::Result<()> {
-    let mut header = reply.header;
-    if let (Misbehaviour::BadStatus { command: c }, Some(cmd)) = (m, command) {
-        if *c == cmd {
-            header.status = 7;
-        }
-    }
-    if let (Misbehaviour::HugeErrorMessage { command: c }, Some(cmd)) = (m, command) {
-        if *c == cmd {
-            header.status = STATUS_ERROR;
-            header.values[0] = 1 << 40;
-        }
-    }
-    let mut bytes = header.encode().to_vec();
-    let head_len = bytes.len();
-    bytes.extend_from_slice(&reply.body);
-    if let Some(fd) = reply.fd {
-        let Conn::Unix(s) = conn else {
-            return Err(std::io::Error::other("fd over tcp"));
-        };
-        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
-        let fds = [fd.as_raw_fd()];
-        let iov = [std::io::IoSlice::new(&bytes[..head_len])];
-        sendmsg::<()>(
-            s.as_raw_fd(),
-            &iov,
-            &[ControlMessage::ScmRights(&fds)],
-            MsgFlags::empty(),
-            None,
-        )
-        .map_err(std::io::Error::from)?;
-        // The fd is duplicated into the client by the kernel; ours closes here.
-        return Ok(());
-    }
-    match (m, command) {
-        (Misbehaviour::CloseMidReply { command: c, after }, Some(cmd)) if *c == cmd => {
-            conn.write_all(&bytes[..(*after).min(bytes.len())])?;
-            Err(std::io::Error::other("closing mid-reply as told"))
-        }
-        (Misbehaviour::Trickle, _) => {
-            for b in &bytes {
-                conn.write_all(std::slice::from_ref(b))?;
-                std::thread::sleep(Duration::from_micros(50));
-            }
-            Ok(())
-        }
-        _ => conn.write_all(&bytes),
-    }
 }

@@ -7,7 +7,8 @@ use macuda_hw::pci::{offset, Command as PciCommand, Width};
 use macuda_pci::tinygpu::wire::Command;
 use macuda_pci::tinygpu::{Connection, Endpoint, TinyGpuOpener, TinyGpuTransport};
 use macuda_pci::{clear_bus_master, enable_bus_master, read_identity, PciError, Transport};
-use macuda_tests::fake_tinygpu::{FakeTinyGpu, Misbehaviour};
+use macuda_sim::WireFault;
+use macuda_tests::fake_tinygpu::FakeTinyGpu;
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_millis(500);
@@ -214,7 +215,7 @@ fn posted_writes_wait_for_a_flush_or_a_read_and_keep_their_order() {
 fn replies_split_into_single_bytes_are_reassembled() {
     let fake = FakeTinyGpu::unix();
     let mut t = open(&fake);
-    fake.misbehave(Misbehaviour::Trickle);
+    fake.misbehave(WireFault::Trickle);
     assert_eq!(
         t.config_read(offset::VENDOR_ID, Width::U16).unwrap(),
         0x10DE
@@ -229,7 +230,7 @@ fn a_peer_that_closes_mid_reply_is_a_typed_error_and_poisons_the_connection() {
     for after in [0, 5, 17, 19] {
         let fake = FakeTinyGpu::unix();
         let mut t = open(&fake);
-        fake.misbehave(Misbehaviour::CloseMidReply {
+        fake.misbehave(WireFault::CloseMidReply {
             command: Command::MmioRead,
             after,
         });
@@ -247,7 +248,7 @@ fn a_peer_that_closes_mid_reply_is_a_typed_error_and_poisons_the_connection() {
         );
         // The stream is out of step: later requests fail fast instead of
         // misreading.
-        fake.misbehave(Misbehaviour::None);
+        fake.misbehave(WireFault::None);
         assert!(t.config_read(0, Width::U16).is_err());
     }
 }
@@ -256,13 +257,13 @@ fn a_peer_that_closes_mid_reply_is_a_typed_error_and_poisons_the_connection() {
 fn malformed_replies_are_typed_errors() {
     let cases = [
         (
-            Misbehaviour::BadStatus {
+            WireFault::BadStatus {
                 command: Command::CfgRead,
             },
             "neither ok",
         ),
         (
-            Misbehaviour::HugeErrorMessage {
+            WireFault::HugeErrorMessage {
                 command: Command::CfgRead,
             },
             "exceeds",
@@ -282,7 +283,7 @@ fn malformed_replies_are_typed_errors() {
     }
     let fake = FakeTinyGpu::unix();
     let mut t = open(&fake);
-    fake.misbehave(Misbehaviour::Oversize {
+    fake.misbehave(WireFault::Oversize {
         command: Command::MmioRead,
     });
     assert!(matches!(
@@ -294,7 +295,7 @@ fn malformed_replies_are_typed_errors() {
     ));
     let fake = FakeTinyGpu::unix();
     let mut t = open(&fake);
-    fake.misbehave(Misbehaviour::UnterminatedSegments);
+    fake.unterminate_segment_tables();
     match t.alloc_dma(4096) {
         Err(PciError::Protocol { what, .. }) => assert!(what.contains("terminat"), "{what}"),
         other => panic!("{other:?}"),
@@ -305,7 +306,7 @@ fn malformed_replies_are_typed_errors() {
 fn a_server_error_carries_its_message() {
     let fake = FakeTinyGpu::unix();
     let mut t = open(&fake);
-    fake.misbehave(Misbehaviour::Error {
+    fake.misbehave(WireFault::Error {
         command: Command::Reset,
         message: "Driver not available".into(),
     });
@@ -324,7 +325,7 @@ fn a_server_error_carries_its_message() {
 fn a_server_that_never_answers_times_out() {
     let fake = FakeTinyGpu::unix();
     let mut t = open(&fake);
-    fake.misbehave(Misbehaviour::Stall {
+    fake.misbehave(WireFault::Stall {
         command: Command::CfgRead,
     });
     let started = Instant::now();

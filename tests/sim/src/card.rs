@@ -1,0 +1,457 @@
+//! The simulated card as the bus sees it: configuration space, BAR0's
+//! registers, BAR1 onto video memory, the host memory it reaches by DMA
+//! (only while bus mastering is on), and a function-level reset after
+//! which the card boots again by itself. It is the [`Device`] the TinyGPU
+//! server answers from.
+
+use crate::chip::SimChip;
+use crate::config::ConfigSpace;
+use crate::host_memory::{HostMemory, HostMemoryError};
+use crate::server::{Device, SharedMapping};
+use crate::vram::Vram;
+use macuda_hw::regs::{
+    FSP_BOOT_COMPLETE, NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO,
+    NV_PBUS_BAR1_BLOCK, NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO,
+    NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
+};
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+/// BAR indices the card decodes.
+const BAR0: u32 = 0;
+const BAR1: u32 = 1;
+/// BAR0 registers are 32 bits wide.
+const REGISTER_BYTES: u64 = 4;
+/// Shared mappings are scattered in segments of this size by default:
+/// with the 32-segment limit, 128 MiB a mapping.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 4 << 20;
+/// Posted-write failures kept for a test to read.
+const POSTED_ERRORS_KEPT: usize = 64;
+
+/// Why the card refused a DMA.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DmaError {
+    #[error("bus mastering is off: the card reads and writes no host memory")]
+    BusMasterOff,
+    #[error(transparent)]
+    Host(#[from] HostMemoryError),
+}
+
+pub struct Card {
+    chip: SimChip,
+    config: ConfigSpace,
+    /// BAR0's plain registers: what was written, by address.
+    registers: HashMap<u32, u32>,
+    vram: Vram,
+    host: HostMemory,
+    /// Power-on or the last reset; the card's own boot ends `boot_time`
+    /// after it.
+    booted_at: Instant,
+    resets: u32,
+    /// Registers read that nothing wrote and the sim does not model: each
+    /// read 0. Kept so a driver's expectations can be found.
+    unmodelled: BTreeSet<u32>,
+    /// Posted writes the card could not take, with why (no reply carries
+    /// them).
+    posted_errors: Vec<String>,
+}
+
+impl Card {
+    pub fn new(chip: SimChip) -> Card {
+        Card::with_segments(chip, DEFAULT_SEGMENT_BYTES)
+    }
+
+    /// A card whose host memory scatters shared mappings in segments of
+    /// `segment_bytes`.
+    pub fn with_segments(chip: SimChip, segment_bytes: u64) -> Card {
+        Card {
+            config: ConfigSpace::power_on(&chip),
+            registers: HashMap::new(),
+            vram: Vram::new(chip.vram_bytes()),
+            host: HostMemory::new(segment_bytes),
+            booted_at: Instant::now(),
+            resets: 0,
+            unmodelled: BTreeSet::new(),
+            posted_errors: Vec::new(),
+            chip,
+        }
+    }
+
+    pub fn chip(&self) -> &SimChip {
+        &self.chip
+    }
+
+    pub fn resets(&self) -> u32 {
+        self.resets
+    }
+
+    pub fn bus_master(&self) -> bool {
+        self.config.bus_master()
+    }
+
+    pub fn vram(&self) -> &Vram {
+        &self.vram
+    }
+
+    pub fn vram_mut(&mut self) -> &mut Vram {
+        &mut self.vram
+    }
+
+    pub fn host(&self) -> &HostMemory {
+        &self.host
+    }
+
+    pub fn host_mut(&mut self) -> &mut HostMemory {
+        &mut self.host
+    }
+
+    pub fn unmodelled_registers(&self) -> &BTreeSet<u32> {
+        &self.unmodelled
+    }
+
+    pub fn posted_errors(&self) -> &[String] {
+        &self.posted_errors
+    }
+
+    /// Whether the card's own boot firmware is done since the last reset.
+    pub fn booted(&self) -> bool {
+        self.booted_at.elapsed() >= self.chip.boot_time
+    }
+
+    /// Read a BAR0 register.
+    pub fn read_register(&mut self, address: u32) -> u32 {
+        let modelled = match address {
+            NV_PMC_BOOT_0::ADDR => Some(self.chip.boot_0),
+            NV_PMC_BOOT_42::ADDR => Some(self.chip.boot_42),
+            NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR => Some(self.chip.vram_mib),
+            a if a == self.chip.boot_status => {
+                Some(if self.booted() { FSP_BOOT_COMPLETE } else { 0 })
+            }
+            _ => None,
+        };
+        if let Some(v) = modelled {
+            return v;
+        }
+        match self.registers.get(&address) {
+            Some(&v) => v,
+            None => {
+                if !is_register_held(address) {
+                    self.unmodelled.insert(address);
+                }
+                0
+            }
+        }
+    }
+
+    /// Write a BAR0 register.
+    pub fn write_register(&mut self, address: u32, value: u32) {
+        match address {
+            NV_PMC_BOOT_0::ADDR
+            | NV_PMC_BOOT_42::ADDR
+            | NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR => {}
+            a if a == self.chip.boot_status => {}
+            _ => {
+                self.registers.insert(address, value);
+            }
+        }
+    }
+
+    /// The card reads host memory (the FSP fetching a boot image, GSP
+    /// reading its queues, a copy engine).
+    pub fn dma_read(&self, address: u64, out: &mut [u8]) -> Result<(), DmaError> {
+        if !self.config.bus_master() {
+            return Err(DmaError::BusMasterOff);
+        }
+        Ok(self.host.dma_read(address, out)?)
+    }
+
+    /// The card writes host memory.
+    pub fn dma_write(&mut self, address: u64, data: &[u8]) -> Result<(), DmaError> {
+        if !self.config.bus_master() {
+            return Err(DmaError::BusMasterOff);
+        }
+        Ok(self.host.dma_write(address, data)?)
+    }
+
+    /// Time passes: a finished boot releases the BAR firewall.
+    fn settle(&mut self) {
+        if self.booted() {
+            self.config.set_firewall(false);
+        }
+    }
+
+    fn bar0_read(&mut self, offset: u64, out: &mut [u8]) {
+        for (i, b) in out.iter_mut().enumerate() {
+            let at = offset + i as u64;
+            let word = self.read_register(register_of(at));
+            *b = word.to_le_bytes()[(at % REGISTER_BYTES) as usize];
+        }
+    }
+
+    fn bar0_write(&mut self, offset: u64, data: &[u8]) {
+        let mut i = 0;
+        while i < data.len() {
+            let at = offset + i as u64;
+            let reg = register_of(at);
+            let lane = (at % REGISTER_BYTES) as usize;
+            let n = (REGISTER_BYTES as usize - lane).min(data.len() - i);
+            let mut word = if n == REGISTER_BYTES as usize {
+                [0u8; 4]
+            } else {
+                self.registers.get(&reg).copied().unwrap_or(0).to_le_bytes()
+            };
+            word[lane..lane + n].copy_from_slice(&data[i..i + n]);
+            self.write_register(reg, u32::from_le_bytes(word));
+            i += n;
+        }
+    }
+
+    /// BAR1 in physical mode: the aperture is video memory from address 0.
+    fn bar1_check(&self, offset: u64, len: usize) -> Result<(), String> {
+        let block = NV_PBUS_BAR1_BLOCK(
+            self.registers
+                .get(&NV_PBUS_BAR1_BLOCK::ADDR)
+                .copied()
+                .unwrap_or(0),
+        );
+        if block.mode() != 0 {
+            return Err(
+                "BAR1 through page tables (NV_PBUS_BAR1_BLOCK mode 1) is not modelled yet".into(),
+            );
+        }
+        let size = self.bar_size(BAR1);
+        if offset.checked_add(len as u64).is_none_or(|end| end > size) {
+            return Err(format!(
+                "BAR1 access at {offset:#x} (+{len}) is past its {size} bytes"
+            ));
+        }
+        Ok(())
+    }
+
+    fn bar_size(&self, index: u32) -> u64 {
+        self.chip
+            .bars
+            .get(index as usize)
+            .copied()
+            .flatten()
+            .map_or(0, |b| b.size)
+    }
+
+    fn bar0_check(&self, offset: u64, len: usize) -> Result<(), String> {
+        let size = self.bar_size(BAR0);
+        if offset.checked_add(len as u64).is_none_or(|end| end > size) {
+            return Err(format!(
+                "BAR0 access at {offset:#x} (+{len}) is past its {size} bytes"
+            ));
+        }
+        Ok(())
+    }
+
+    fn posted_error(&mut self, what: String) {
+        tracing::warn!("simulated card: a posted write was dropped: {what}");
+        if self.posted_errors.len() < POSTED_ERRORS_KEPT {
+            self.posted_errors.push(what);
+        }
+    }
+}
+
+/// The register a byte of BAR0 belongs to.
+fn register_of(offset: u64) -> u32 {
+    // CAST: BAR0 offsets were checked against its size (at most 64 MiB).
+    (offset - offset % REGISTER_BYTES) as u32
+}
+
+/// Registers a driver reads before anything writes them, whose power-on
+/// value of 0 is the modelled one.
+fn is_register_held(address: u32) -> bool {
+    matches!(
+        address,
+        NV_PFB_PRI_MMU_WPR2_ADDR_LO::ADDR
+            | NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR
+            | NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO
+            | NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI
+            | NV_PBUS_BAR1_BLOCK::ADDR
+    )
+}
+
+impl Device for Card {
+    fn observe(&mut self, _request: &macuda_pci::tinygpu::wire::Request) {
+        self.settle();
+    }
+
+    fn probe(&mut self) -> String {
+        format!("sim-{}:0", self.chip.name)
+    }
+
+    fn bar(&mut self, index: u32) -> Result<(u64, u64), String> {
+        match self.chip.bars.get(index as usize).copied().flatten() {
+            Some(b) => Ok((b.address, b.size)),
+            None => Err(format!(
+                "the simulated {} has no BAR {index}",
+                self.chip.name
+            )),
+        }
+    }
+
+    fn config_read(&mut self, offset: u64, width: u64) -> Result<u64, String> {
+        self.config.read(offset, width)
+    }
+
+    fn config_write(&mut self, offset: u64, width: u64, value: u64) -> Result<(), String> {
+        self.config.write(offset, width, value)
+    }
+
+    fn reset(&mut self) -> Result<(), String> {
+        self.config.reset();
+        self.registers.clear();
+        self.booted_at = Instant::now();
+        self.resets += 1;
+        Ok(())
+    }
+
+    fn mmio_read(&mut self, bar: u32, offset: u64, out: &mut [u8]) -> Result<(), String> {
+        match bar {
+            BAR0 => {
+                self.bar0_check(offset, out.len())?;
+                self.bar0_read(offset, out);
+                Ok(())
+            }
+            BAR1 => {
+                self.bar1_check(offset, out.len())?;
+                self.vram.read(offset, out).map_err(|e| e.to_string())
+            }
+            _ => Err(format!(
+                "the simulated {} decodes no reads on BAR {bar}",
+                self.chip.name
+            )),
+        }
+    }
+
+    fn mmio_write(&mut self, bar: u32, offset: u64, data: &[u8]) {
+        let done = match bar {
+            BAR0 => self
+                .bar0_check(offset, data.len())
+                .map(|()| self.bar0_write(offset, data)),
+            BAR1 => self
+                .bar1_check(offset, data.len())
+                .and_then(|()| self.vram.write(offset, data).map_err(|e| e.to_string())),
+            _ => Err(format!(
+                "the simulated {} decodes no writes on BAR {bar}",
+                self.chip.name
+            )),
+        };
+        if let Err(e) = done {
+            self.posted_error(e);
+        }
+    }
+
+    fn map_sysmem_fd(&mut self, size: u64) -> Result<SharedMapping, String> {
+        let (fd, size, index) = self.host.map_shared(size).map_err(|e| e.to_string())?;
+        Ok(SharedMapping { fd, size, index })
+    }
+
+    fn map_sysmem(&mut self, size: u64) -> Result<(Vec<u64>, u64), String> {
+        self.host.map_remote(size).map_err(|e| e.to_string())
+    }
+
+    fn sysmem_read(&mut self, handle: u32, offset: u64, out: &mut [u8]) -> Result<(), String> {
+        self.host
+            .read_remote(handle, offset, out)
+            .map_err(|e| e.to_string())
+    }
+
+    fn sysmem_write(&mut self, handle: u32, offset: u64, data: &[u8]) {
+        if let Err(e) = self.host.write_remote(handle, offset, data) {
+            self.posted_error(e.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn quick() -> SimChip {
+        SimChip {
+            boot_time: Duration::from_millis(20),
+            ..SimChip::gb202()
+        }
+    }
+
+    #[test]
+    fn identity_and_boot_status_read_as_the_chip_says() {
+        let mut c = Card::new(quick());
+        let mut w = [0u8; 4];
+        c.mmio_read(0, u64::from(NV_PMC_BOOT_42::ADDR), &mut w)
+            .unwrap();
+        assert_eq!(u32::from_le_bytes(w), 0x1B2A_1000);
+        c.mmio_read(
+            0,
+            u64::from(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR),
+            &mut w,
+        )
+        .unwrap();
+        assert_eq!(u32::from_le_bytes(w), 32 << 10);
+        c.reset().unwrap();
+        assert_eq!(c.read_register(c.chip.boot_status), 0, "still booting");
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(c.read_register(c.chip.boot_status), FSP_BOOT_COMPLETE);
+    }
+
+    #[test]
+    fn dma_needs_bus_mastering() {
+        let mut c = Card::new(quick());
+        let (pages, _) = c.host_mut().map_remote(4096).unwrap();
+        assert_eq!(c.dma_write(pages[0], b"x"), Err(DmaError::BusMasterOff));
+        c.config_write(4, 2, 0x6).unwrap();
+        c.dma_write(pages[0], b"x").unwrap();
+        c.reset().unwrap();
+        let mut b = [0u8; 1];
+        assert_eq!(c.dma_read(pages[0], &mut b), Err(DmaError::BusMasterOff));
+    }
+
+    #[test]
+    fn a_reset_drops_wpr2_and_sub_word_writes_keep_the_rest() {
+        let mut c = Card::new(quick());
+        c.mmio_write(
+            0,
+            u64::from(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR),
+            &0x7F4_A000u32.to_le_bytes(),
+        );
+        c.mmio_write(0, u64::from(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR) + 1, &[0xEE]);
+        assert_eq!(
+            c.read_register(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR),
+            0x7F4_EE00
+        );
+        c.reset().unwrap();
+        assert_eq!(c.read_register(NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR), 0);
+        assert!(c.unmodelled_registers().is_empty());
+        c.read_register(0x12_3450);
+        assert!(c.unmodelled_registers().contains(&0x12_3450));
+    }
+
+    #[test]
+    fn bar1_reaches_video_memory_and_refuses_what_it_does_not_model() {
+        let mut c = Card::new(quick());
+        c.mmio_write(1, 0x1000, b"vram");
+        assert_eq!(
+            &{
+                let mut b = [0u8; 4];
+                c.vram().read(0x1000, &mut b).unwrap();
+                b
+            },
+            b"vram"
+        );
+        let mut b = [0u8; 4];
+        assert!(c.mmio_read(1, 256 << 20, &mut b).is_err());
+        c.write_register(NV_PBUS_BAR1_BLOCK::ADDR, 1 << 31);
+        assert!(c
+            .mmio_read(1, 0, &mut b)
+            .unwrap_err()
+            .contains("not modelled"));
+        c.mmio_write(1, 0, b"lost");
+        assert_eq!(c.posted_errors().len(), 1);
+        assert!(c.mmio_read(2, 0, &mut b).is_err());
+    }
+}

@@ -1,0 +1,27 @@
+//! A simulated NVIDIA GPU, served over the TinyGPU protocol so that any
+//! driver that speaks it (ours, tinygrad's) can be pointed at it: the
+//! bare-metal path's test world, since no card here is ours to boot.
+//!
+//! What it plays so far: the card on the bus (configuration space, BARs,
+//! the bus-master gate on DMA, a function-level reset after which it
+//! boots again by itself), BAR0's identity and boot-status registers,
+//! BAR1 onto sparse video memory, and the host memory a TinyGPU server
+//! hands out (shared mappings of at most 32 segments, server-side page
+//! lists). The FSP, GSP-RM, the MMU and the engines come next
+//! (reference/gsp.md section 9 lists what they must do).
+
+pub mod card;
+pub mod chip;
+pub mod config;
+pub mod host_memory;
+pub mod server;
+pub mod vram;
+
+pub use card::{Card, DmaError};
+pub use chip::SimChip;
+pub use server::{Device, Listen, Server, WireFault};
+
+/// Serve a simulated `chip` as `listen` says (TCP on 127.0.0.1 only).
+pub fn serve(listen: &Listen, chip: SimChip) -> std::io::Result<Server<Card>> {
+    Server::start(listen, Card::new(chip))
+}
