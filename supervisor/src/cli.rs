@@ -1,4 +1,5 @@
-//! The `macuda` command line: `demo`, `info` and `report`.
+//! The `macuda` command line: `demo`, `info`, `report`, `inspect`, `bench`
+//! and `sim serve`.
 
 use crate::host::{FaultBoard, Host, HostConfig, HostError, ACTORS};
 use crate::report::CrashReport;
@@ -75,6 +76,32 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// The simulated GPU.
+    Sim {
+        #[command(subcommand)]
+        what: SimWhat,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SimWhat {
+    /// Serve a simulated card over the TinyGPU protocol (TCP on 127.0.0.1
+    /// only) until Ctrl-C, for any driver that speaks it.
+    Serve {
+        /// unix:PATH or tcp:PORT
+        listen: macuda_sim::Listen,
+        /// gb202 (an RTX 5090) or gh100 (an H100 PCIe).
+        #[arg(long, default_value = "gb202")]
+        chip: String,
+        /// How long the card's own boot takes after power-on or a reset
+        /// (about 1,500 ms on a 5090).
+        #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+        boot_ms: u64,
+        /// Shared mappings are scattered in segments of this many KiB (at
+        /// most 32 segments a mapping, as the macOS extension lists).
+        #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(4..=1_048_576))]
+        segment_kib: u64,
     },
 }
 
@@ -199,6 +226,29 @@ pub fn run(
             err,
         ),
         Command::Info => info(cli.device, cli.record, out, err),
+        Command::Sim {
+            what:
+                SimWhat::Serve {
+                    listen,
+                    chip,
+                    boot_ms,
+                    segment_kib,
+                },
+        } => {
+            let s = crate::sim_serve::SimServe {
+                listen,
+                chip,
+                boot: Duration::from_millis(boot_ms),
+                segment_bytes: segment_kib << 10,
+            };
+            match crate::sim_serve::serve(s, out) {
+                Ok(()) => status::OK,
+                Err(e) => {
+                    let _ = writeln!(err, "macuda: {e}");
+                    status::USAGE
+                }
+            }
+        }
         Command::Report { file, json } => report(&file, json, out, err),
         Command::Inspect { file, json } => inspect(&file, json, out, err),
         Command::Bench {

@@ -15,6 +15,7 @@ mod host;
 mod layers;
 mod monitor;
 pub mod report;
+mod sim_serve;
 pub mod workload;
 
 pub use host::{

@@ -131,6 +131,21 @@ fn files_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     v
 }
 
+/// `macuda ARGS...` through the CLI itself, in this process: the exit
+/// status, and what it wrote to standard output and error.
+pub fn run_macuda(args: &[&str]) -> (i32, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let argv = std::iter::once("macuda")
+        .chain(args.iter().copied())
+        .map(Into::into);
+    let code = macuda_supervisor::cli::run(argv, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).expect("the CLI prints text"),
+        String::from_utf8(err).expect("the CLI prints text"),
+    )
+}
+
 /// What `macuda report FILE [--json]` prints for a crash report, through
 /// the CLI itself; fails the test if the CLI does.
 pub fn macuda_report(path: &std::path::Path, json: bool) -> String {

@@ -4,22 +4,8 @@
 
 use macuda_hw::pci::Command as PciCommand;
 use macuda_pci::{open_transport, DeviceSpec, PciError};
-use macuda_supervisor::cli;
 use macuda_tests::fake_tinygpu::FakeTinyGpu;
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("macuda")
-        .chain(args.iter().copied())
-        .map(Into::into);
-    let code = cli::run(argv, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
+use macuda_tests::run_macuda as run;
 
 fn info_on(fake: &FakeTinyGpu) {
     // Boot left bus mastering on, as a crashed run would.

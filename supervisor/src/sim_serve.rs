@@ -1,0 +1,68 @@
+//! `macuda sim serve`: a simulated card behind the TinyGPU protocol, as a
+//! standalone server, so that any driver (ours with `--device
+//! tinygpu:PATH` or `remote:127.0.0.1:PORT`, tinygrad's with
+//! `REMOTE=127.0.0.1:PORT`) can be pointed at it. It serves until Ctrl-C.
+
+use macuda_sim::{Card, Listen, Server, SimChip};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Set by Ctrl-C (the handler is process-wide and installed once).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// What to serve.
+pub struct SimServe {
+    pub listen: Listen,
+    pub chip: String,
+    /// The card's own boot after power-on or a reset.
+    pub boot: Duration,
+    /// Shared mappings are scattered in segments of this many bytes.
+    pub segment_bytes: u64,
+}
+
+/// Serve until Ctrl-C. An error says why nothing could be served (an
+/// unknown chip, a listener that cannot be made).
+pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
+    let Some(mut chip) = SimChip::by_name(&s.chip) else {
+        return Err(format!("--chip {}: the sim plays gb202 or gh100", s.chip));
+    };
+    chip.boot_time = s.boot;
+    let card = Card::with_segments(chip.clone(), s.segment_bytes);
+    let server = Server::start(&s.listen, card)
+        .map_err(|e| format!("cannot serve on {}: {e}", word(&s.listen)))?;
+    ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst))
+        .map_err(|e| format!("cannot take Ctrl-C: {e}"))?;
+    let _ = writeln!(out, "{}", describe(&chip, &server.device_word()));
+    let _ = writeln!(out, "sim: serving until Ctrl-C");
+    let _ = out.flush();
+    server.run_until(&STOP);
+    let _ = writeln!(out, "sim: stopped");
+    Ok(())
+}
+
+fn word(listen: &Listen) -> String {
+    match listen {
+        Listen::Unix(p) => format!("unix:{}", p.display()),
+        Listen::Tcp(port) => format!("tcp:{port} (127.0.0.1)"),
+    }
+}
+
+/// The startup line: what is served, and the `--device` word that
+/// reaches it.
+fn describe(chip: &SimChip, device_word: &str) -> String {
+    let bar1 = chip.bars[1].map_or(0, |b| b.size);
+    let small = if bar1 < chip.vram_bytes() {
+        ", small BAR1"
+    } else {
+        ""
+    };
+    format!(
+        "sim: a simulated {} (pci 10de:{:04x}), {} MiB VRAM, BAR1 {} MiB{small}, boot {} ms; reach it with --device {device_word}",
+        chip.name.to_uppercase(),
+        chip.device_id,
+        chip.vram_mib,
+        bar1 >> 20,
+        chip.boot_time.as_millis(),
+    )
+}
