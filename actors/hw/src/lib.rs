@@ -8,6 +8,8 @@
 pub mod cbank0;
 pub mod chip;
 pub mod class;
+pub mod fsp;
+pub mod gsp_boot;
 pub mod methods;
 pub mod page;
 pub mod pci;

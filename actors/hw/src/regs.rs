@@ -118,6 +118,68 @@ registers! {
         target: 29:28,
         mode: 31:31,
     }
+    /// The FSP's EMEM port control, channel 0 (the RM's): the dword `offs`
+    /// within block `blk`, and whether data accesses advance it.
+    NV_PFSP_EMEMC_0 @ 0x008F_2AC0 {
+        offs: 7:2,
+        blk: 15:8,
+        aincw: 24:24,
+        aincr: 25:25,
+    }
+    /// The FSP's EMEM data port, channel 0.
+    NV_PFSP_EMEMD_0 @ 0x008F_2AC4 {
+        data: 31:0,
+    }
+    /// Host to FSP queue, channel 0: writing the head is the doorbell; the
+    /// FSP sets it to the tail once it took the packet.
+    NV_PFSP_QUEUE_HEAD_0 @ 0x008F_2C00 {
+        address: 31:0,
+    }
+    /// Host to FSP queue, channel 0: the packet's last dword.
+    NV_PFSP_QUEUE_TAIL_0 @ 0x008F_2C04 {
+        address: 31:0,
+    }
+    /// FSP to host queue, channel 0: head != tail means a message waits.
+    NV_PFSP_MSGQ_HEAD_0 @ 0x008F_2C80 {
+        val: 31:0,
+    }
+    /// FSP to host queue, channel 0: the message's last dword.
+    NV_PFSP_MSGQ_TAIL_0 @ 0x008F_2C84 {
+        val: 31:0,
+    }
+    /// The FSP's debug scratch (RM dumps it when the FSP does not answer).
+    NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2_0 @ 0x008F_0320 {
+        val: 31:0,
+    }
+    /// The GSP falcon's mailbox 0: the FMC's boot status (0 once booted).
+    NV_PGSP_FALCON_MAILBOX0 @ 0x0011_0040 {
+        data: 31:0,
+    }
+    /// The GSP falcon's mailbox 1.
+    NV_PGSP_FALCON_MAILBOX1 @ 0x0011_0044 {
+        data: 31:0,
+    }
+    /// The GSP falcon's hardware configuration: `riscv_br_priv_lockdown` 1
+    /// while the boot ROM keeps the core locked down.
+    NV_PGSP_FALCON_HWCFG2 @ 0x0011_00F4 {
+        riscv: 10:10,
+        mem_scrubbing: 12:12,
+        riscv_br_priv_lockdown: 13:13,
+    }
+    /// The GSP falcon's OS version word (RM writes the bootloader's
+    /// appVersion there).
+    NV_PGSP_FALCON_OS @ 0x0011_0080 {
+        version: 31:0,
+    }
+    /// The GSP's RISC-V core: `active_stat` 1 while it runs.
+    NV_PGSP_RISCV_CPUCTL @ 0x0011_1388 {
+        halted: 4:4,
+        active_stat: 7:7,
+    }
+    /// The host's doorbell for GSP's command queue (channel 0).
+    NV_PGSP_QUEUE_HEAD_0 @ 0x0011_0C00 {
+        address: 31:0,
+    }
     /// The channel doorbell without a kernel driver: the virtual-function
     /// register block (BAR0 0xB80000) + 0x30090. Writing a channel's
     /// work-submit token here tells the host engine to fetch its GPFIFO. The
@@ -125,6 +187,13 @@ registers! {
     /// base (reference/submission.md section 2.5).
     NV_VIRTUAL_FUNCTION_DOORBELL @ 0x00BB_0090 {}
 }
+
+/// What a register behind a closed priv target mask reads (the low byte
+/// varies): the GSP's registers read this until the FSP has started the
+/// FMC (reference/gsp.md section 4.5).
+pub const PRI_ERROR_FENCED: u32 = 0xBADF_4100;
+/// The bits that make a read a PRI error of that kind.
+pub const PRI_ERROR_MASK: u32 = 0xFFFF_FF00;
 
 /// What NV_THERM_I2CS_SCRATCH reads once the FSP has booted the card.
 pub const FSP_BOOT_COMPLETE: u32 = 0xFF;

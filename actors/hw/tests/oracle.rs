@@ -62,3 +62,49 @@ fn architectures_match_the_oracle() {
         );
     }
 }
+
+#[test]
+fn fsp_boot_formats_match_the_oracle() {
+    use macuda_hw::{fsp, gsp_boot};
+    let o = oracle();
+    for (name, value) in fsp::nvdm::ALL {
+        assert_eq!(
+            o["constants"][name].as_u64(),
+            Some(u64::from(*value)),
+            "{name}"
+        );
+    }
+    for (name, value) in [
+        ("GSP_FW_WPR_META_MAGIC", gsp_boot::WPR_META_MAGIC),
+        ("GSP_FW_WPR_META_REVISION", gsp_boot::WPR_META_REVISION),
+        ("GSP_FW_WPR_META_VERIFIED", gsp_boot::WPR_META_VERIFIED),
+    ] {
+        assert_eq!(o["constants"][name].as_u64(), Some(value), "{name}");
+    }
+    let params = &o["structs"]["GSP_FMC_BOOT_PARAMS"];
+    assert_eq!(
+        params["size"].as_u64(),
+        Some(gsp_boot::FMC_BOOT_PARAMS_BYTES as u64)
+    );
+    use gsp_boot::boot_params_offset as at;
+    for (field, offset) in [
+        ("initParams.regkeys", at::REGKEYS),
+        ("bootGspRmParams.target", at::BOOT_GSP_RM_TARGET),
+        ("bootGspRmParams.gspRmDescSize", at::GSP_RM_DESC_SIZE),
+        ("bootGspRmParams.gspRmDescOffset", at::GSP_RM_DESC_OFFSET),
+        ("bootGspRmParams.wprCarveoutOffset", at::WPR_CARVEOUT_OFFSET),
+        ("bootGspRmParams.wprCarveoutSize", at::WPR_CARVEOUT_SIZE),
+        ("bootGspRmParams.bIsGspRmBoot", at::IS_GSP_RM_BOOT),
+        ("gspRmParams.target", at::GSP_RM_TARGET),
+        ("gspRmParams.bootArgsOffset", at::BOOT_ARGS_OFFSET),
+        ("gspSpdmParams.target", at::SPDM_TARGET),
+        ("gspSpdmParams.payloadBufferOffset", at::SPDM_PAYLOAD_OFFSET),
+        ("gspSpdmParams.payloadBufferSize", at::SPDM_PAYLOAD_SIZE),
+    ] {
+        assert_eq!(
+            params["offsets"][field].as_u64(),
+            Some(offset as u64),
+            "{field}"
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! What the host hands the GSP's first code (the FMC) on the FSP path:
+//! `GSP_FMC_BOOT_PARAMS`, whose address the COT request carries, and the
+//! `GspFwWprMeta` it points at, which says where the GSP-RM image, its
+//! bootloader and signature are and how large the heaps must be; the FMC
+//! fills in the FB layout it chose. Offsets of the boot params are pinned to
+//! the oracle; the meta's r570 layout is reference/gsp.md section 3.6.
+
+/// `GSP_FW_WPR_META_MAGIC`.
+pub const WPR_META_MAGIC: u64 = 0xDC3A_AE21_371A_60B3;
+/// `GSP_FW_WPR_META_REVISION`.
+pub const WPR_META_REVISION: u64 = 1;
+/// `GSP_FW_WPR_META_VERIFIED`: the meta's `verified` once accepted.
+pub const WPR_META_VERIFIED: u64 = 0xA0A0_A0A0_A0A0_A0A0;
+/// `sizeof(GspFwWprMeta)`: what `gspRmDescSize` must say.
+pub const WPR_META_BYTES: usize = 256;
+/// `sizeof(GSP_FMC_BOOT_PARAMS)`.
+pub const FMC_BOOT_PARAMS_BYTES: usize = 80;
+/// GSP_DMA_TARGET_*: where a buffer the firmware reads lives.
+pub mod dma_target {
+    pub const LOCAL_FB: u32 = 0;
+    pub const COHERENT_SYSTEM: u32 = 1;
+    pub const NONCOHERENT_SYSTEM: u32 = 2;
+}
+
+/// Field offsets of `GSP_FMC_BOOT_PARAMS`.
+pub mod boot_params_offset {
+    pub const REGKEYS: usize = 0;
+    pub const BOOT_GSP_RM_TARGET: usize = 8;
+    pub const GSP_RM_DESC_SIZE: usize = 12;
+    pub const GSP_RM_DESC_OFFSET: usize = 16;
+    pub const WPR_CARVEOUT_OFFSET: usize = 24;
+    pub const WPR_CARVEOUT_SIZE: usize = 32;
+    pub const IS_GSP_RM_BOOT: usize = 36;
+    pub const GSP_RM_TARGET: usize = 40;
+    pub const BOOT_ARGS_OFFSET: usize = 48;
+    pub const SPDM_TARGET: usize = 56;
+    pub const SPDM_PAYLOAD_OFFSET: usize = 64;
+    pub const SPDM_PAYLOAD_SIZE: usize = 72;
+}
+
+/// `GSP_FMC_BOOT_PARAMS`, the fields the FSP path uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FmcBootParams {
+    pub regkeys: u32,
+    /// Where the WPR meta lives (`dma_target`).
+    pub boot_gsp_rm_target: u32,
+    pub gsp_rm_desc_size: u32,
+    /// Bus address of the WPR meta.
+    pub gsp_rm_desc_offset: u64,
+    pub wpr_carveout_offset: u64,
+    pub wpr_carveout_size: u32,
+    pub is_gsp_rm_boot: bool,
+    /// Where the libos arguments live.
+    pub gsp_rm_target: u32,
+    /// Bus address of the libos init-arguments page.
+    pub boot_args_offset: u64,
+}
+
+impl FmcBootParams {
+    pub fn encode(&self) -> [u8; FMC_BOOT_PARAMS_BYTES] {
+        use boot_params_offset::*;
+        let mut b = [0u8; FMC_BOOT_PARAMS_BYTES];
+        put(&mut b, REGKEYS, &self.regkeys.to_le_bytes());
+        put(
+            &mut b,
+            BOOT_GSP_RM_TARGET,
+            &self.boot_gsp_rm_target.to_le_bytes(),
+        );
+        put(
+            &mut b,
+            GSP_RM_DESC_SIZE,
+            &self.gsp_rm_desc_size.to_le_bytes(),
+        );
+        put(
+            &mut b,
+            GSP_RM_DESC_OFFSET,
+            &self.gsp_rm_desc_offset.to_le_bytes(),
+        );
+        put(
+            &mut b,
+            WPR_CARVEOUT_OFFSET,
+            &self.wpr_carveout_offset.to_le_bytes(),
+        );
+        put(
+            &mut b,
+            WPR_CARVEOUT_SIZE,
+            &self.wpr_carveout_size.to_le_bytes(),
+        );
+        b[IS_GSP_RM_BOOT] = u8::from(self.is_gsp_rm_boot);
+        put(&mut b, GSP_RM_TARGET, &self.gsp_rm_target.to_le_bytes());
+        put(
+            &mut b,
+            BOOT_ARGS_OFFSET,
+            &self.boot_args_offset.to_le_bytes(),
+        );
+        b
+    }
+
+    pub fn decode(b: &[u8; FMC_BOOT_PARAMS_BYTES]) -> FmcBootParams {
+        use boot_params_offset::*;
+        FmcBootParams {
+            regkeys: u32_at(b, REGKEYS),
+            boot_gsp_rm_target: u32_at(b, BOOT_GSP_RM_TARGET),
+            gsp_rm_desc_size: u32_at(b, GSP_RM_DESC_SIZE),
+            gsp_rm_desc_offset: u64_at(b, GSP_RM_DESC_OFFSET),
+            wpr_carveout_offset: u64_at(b, WPR_CARVEOUT_OFFSET),
+            wpr_carveout_size: u32_at(b, WPR_CARVEOUT_SIZE),
+            is_gsp_rm_boot: b[IS_GSP_RM_BOOT] != 0,
+            gsp_rm_target: u32_at(b, GSP_RM_TARGET),
+            boot_args_offset: u64_at(b, BOOT_ARGS_OFFSET),
+        }
+    }
+}
+
+/// `GspFwWprMeta` (r570), as u64 slots: every field the FSP path uses is
+/// a u64 at a multiple of 8 up to `vgaWorkspaceSize`, then `pmuReservedSize`
+/// (u32 at 244) and `verified` (u64 at 248).
+pub mod wpr_meta_offset {
+    pub const MAGIC: usize = 0;
+    pub const REVISION: usize = 8;
+    pub const SYSMEM_ADDR_OF_RADIX3_ELF: usize = 16;
+    pub const SIZE_OF_RADIX3_ELF: usize = 24;
+    pub const SYSMEM_ADDR_OF_BOOTLOADER: usize = 32;
+    pub const SIZE_OF_BOOTLOADER: usize = 40;
+    pub const BOOTLOADER_CODE_OFFSET: usize = 48;
+    pub const BOOTLOADER_DATA_OFFSET: usize = 56;
+    pub const BOOTLOADER_MANIFEST_OFFSET: usize = 64;
+    pub const SYSMEM_ADDR_OF_SIGNATURE: usize = 72;
+    pub const SIZE_OF_SIGNATURE: usize = 80;
+    pub const GSP_FW_RSVD_START: usize = 88;
+    pub const NON_WPR_HEAP_OFFSET: usize = 96;
+    pub const NON_WPR_HEAP_SIZE: usize = 104;
+    pub const GSP_FW_WPR_START: usize = 112;
+    pub const GSP_FW_HEAP_OFFSET: usize = 120;
+    pub const GSP_FW_HEAP_SIZE: usize = 128;
+    pub const GSP_FW_OFFSET: usize = 136;
+    pub const BOOT_BIN_OFFSET: usize = 144;
+    pub const FRTS_OFFSET: usize = 152;
+    pub const FRTS_SIZE: usize = 160;
+    pub const GSP_FW_WPR_END: usize = 168;
+    pub const FB_SIZE: usize = 176;
+    pub const VGA_WORKSPACE_OFFSET: usize = 184;
+    pub const VGA_WORKSPACE_SIZE: usize = 192;
+    pub const BOOT_COUNT: usize = 200;
+    pub const PMU_RESERVED_SIZE: usize = 244;
+    pub const VERIFIED: usize = 248;
+}
+
+/// A WPR meta in its bytes, read and written field by field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WprMeta(pub [u8; WPR_META_BYTES]);
+
+impl WprMeta {
+    pub fn zeroed() -> WprMeta {
+        WprMeta([0; WPR_META_BYTES])
+    }
+
+    pub fn get(&self, offset: usize) -> u64 {
+        u64_at(&self.0, offset)
+    }
+
+    pub fn set(&mut self, offset: usize, value: u64) {
+        put(&mut self.0, offset, &value.to_le_bytes());
+    }
+
+    pub fn pmu_reserved_size(&self) -> u32 {
+        u32_at(&self.0, wpr_meta_offset::PMU_RESERVED_SIZE)
+    }
+
+    pub fn set_pmu_reserved_size(&mut self, value: u32) {
+        put(
+            &mut self.0,
+            wpr_meta_offset::PMU_RESERVED_SIZE,
+            &value.to_le_bytes(),
+        );
+    }
+}
+
+fn put(b: &mut [u8], at: usize, v: &[u8]) {
+    b[at..at + v.len()].copy_from_slice(v);
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_params_round_trip() {
+        let p = FmcBootParams {
+            boot_gsp_rm_target: dma_target::COHERENT_SYSTEM,
+            gsp_rm_desc_size: WPR_META_BYTES as u32,
+            gsp_rm_desc_offset: 0x8_0000_1000,
+            is_gsp_rm_boot: true,
+            gsp_rm_target: dma_target::COHERENT_SYSTEM,
+            boot_args_offset: 0x8_0000_2000,
+            ..FmcBootParams::default()
+        };
+        let b = p.encode();
+        assert_eq!(b[36], 1);
+        assert_eq!(FmcBootParams::decode(&b), p);
+    }
+
+    #[test]
+    fn the_meta_ends_with_pmu_reserve_and_verified() {
+        use wpr_meta_offset::*;
+        let mut m = WprMeta::zeroed();
+        m.set(MAGIC, WPR_META_MAGIC);
+        m.set(VERIFIED, WPR_META_VERIFIED);
+        m.set_pmu_reserved_size(0x182_0000);
+        assert_eq!(VERIFIED + 8, WPR_META_BYTES);
+        assert_eq!(m.get(MAGIC), WPR_META_MAGIC);
+        assert_eq!(m.pmu_reserved_size(), 0x182_0000);
+        assert_eq!(m.get(VERIFIED), WPR_META_VERIFIED);
+    }
+}
