@@ -6,6 +6,9 @@
 
 use crate::chip::SimChip;
 use crate::config::ConfigSpace;
+use crate::fmc::FmcBoot;
+use crate::fsp::{self, Fsp, FspFailure};
+use crate::gsp_falcon::{GspFalcon, GspStage};
 use crate::host_memory::{HostMemory, HostMemoryError};
 use crate::server::{Device, SharedMapping};
 use crate::vram::Vram;
@@ -40,6 +43,8 @@ pub enum DmaError {
 pub struct Card {
     chip: SimChip,
     config: ConfigSpace,
+    fsp: Fsp,
+    gsp: GspFalcon,
     /// BAR0's plain registers: what was written, by address.
     registers: HashMap<u32, u32>,
     vram: Vram,
@@ -66,6 +71,8 @@ impl Card {
     pub fn with_segments(chip: SimChip, segment_bytes: u64) -> Card {
         Card {
             config: ConfigSpace::power_on(&chip),
+            fsp: Fsp::new(chip.trust.clone()),
+            gsp: GspFalcon::default(),
             registers: HashMap::new(),
             vram: Vram::new(chip.vram_bytes()),
             host: HostMemory::new(segment_bytes),
@@ -113,6 +120,16 @@ impl Card {
         &self.posted_errors
     }
 
+    /// What the FSP made of each request since the last reset.
+    pub fn fsp_outcomes(&self) -> &[Result<(), FspFailure>] {
+        self.fsp.outcomes()
+    }
+
+    /// Where the GSP is in its boot, and the FMC's boot once it ran.
+    pub fn gsp(&self) -> (GspStage, Option<FmcBoot>) {
+        (self.gsp.stage(), self.gsp.boot())
+    }
+
     /// Whether the card's own boot firmware is done since the last reset.
     pub fn booted(&self) -> bool {
         self.booted_at.elapsed() >= self.chip.boot_time
@@ -129,7 +146,10 @@ impl Card {
             }
             _ => None,
         };
-        if let Some(v) = modelled {
+        if let Some(v) = modelled
+            .or_else(|| self.fsp.read(address))
+            .or_else(|| self.gsp.read(address))
+        {
             return v;
         }
         match self.registers.get(&address) {
@@ -145,6 +165,20 @@ impl Card {
 
     /// Write a BAR0 register.
     pub fn write_register(&mut self, address: u32, value: u32) {
+        let fb = self.chip.vram_bytes();
+        let mut dma = CardDma {
+            bus_master: self.config.bus_master(),
+            host: &mut self.host,
+            vram: &mut self.vram,
+            bar1: self.chip.bars[1],
+        };
+        let (taken, boot) = self.fsp.write(address, value, &mut dma, fb);
+        if let Some(boot) = boot {
+            self.start_gsp(boot);
+        }
+        if taken || self.gsp.write(address, value) {
+            return;
+        }
         match address {
             NV_PMC_BOOT_0::ADDR
             | NV_PMC_BOOT_42::ADDR
@@ -154,6 +188,21 @@ impl Card {
                 self.registers.insert(address, value);
             }
         }
+    }
+
+    /// The FMC booted: WPR2 is up (both copies of its registers), and the
+    /// GSP comes out of its fence.
+    fn start_gsp(&mut self, boot: FmcBoot) {
+        let (lo, hi) = (boot.layout.wpr2_lo(), boot.layout.wpr2_hi());
+        for (address, value) in [
+            (NV_PFB_PRI_MMU_WPR2_ADDR_LO::ADDR, lo),
+            (NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO, lo),
+            (NV_PFB_PRI_MMU_WPR2_ADDR_HI::ADDR, hi),
+            (NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, hi),
+        ] {
+            self.registers.insert(address, value);
+        }
+        self.gsp.start(boot);
     }
 
     /// The card reads host memory (the FSP fetching a boot image, GSP
@@ -180,11 +229,17 @@ impl Card {
         }
     }
 
+    /// Each register is read once, however many of its bytes are asked
+    /// for: reads have side effects (the FSP's EMEM port advances).
     fn bar0_read(&mut self, offset: u64, out: &mut [u8]) {
-        for (i, b) in out.iter_mut().enumerate() {
+        let mut i = 0;
+        while i < out.len() {
             let at = offset + i as u64;
-            let word = self.read_register(register_of(at));
-            *b = word.to_le_bytes()[(at % REGISTER_BYTES) as usize];
+            let lane = (at % REGISTER_BYTES) as usize;
+            let n = (REGISTER_BYTES as usize - lane).min(out.len() - i);
+            let word = self.read_register(register_of(at)).to_le_bytes();
+            out[i..i + n].copy_from_slice(&word[lane..lane + n]);
+            i += n;
         }
     }
 
@@ -255,6 +310,50 @@ impl Card {
     }
 }
 
+/// The card's bus-master port as its engines use it: host memory while
+/// bus mastering is on, and its own video memory through BAR1's bus
+/// addresses (where a large-BAR driver puts boot structures).
+struct CardDma<'a> {
+    bus_master: bool,
+    host: &'a mut HostMemory,
+    vram: &'a mut Vram,
+    bar1: Option<crate::chip::Bar>,
+}
+
+impl CardDma<'_> {
+    /// The video memory offset of a bus address inside BAR1.
+    fn in_bar1(&self, address: u64, len: usize) -> Option<u64> {
+        let bar = self.bar1?;
+        let offset = address.checked_sub(bar.address)?;
+        (offset + len as u64 <= bar.size).then_some(offset)
+    }
+}
+
+impl fsp::Dma for CardDma<'_> {
+    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), String> {
+        if !self.bus_master {
+            return Err(DmaError::BusMasterOff.to_string());
+        }
+        match self.in_bar1(address, out.len()) {
+            Some(offset) => self.vram.read(offset, out).map_err(|e| e.to_string()),
+            None => self.host.dma_read(address, out).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn write(&mut self, address: u64, data: &[u8]) -> Result<(), String> {
+        if !self.bus_master {
+            return Err(DmaError::BusMasterOff.to_string());
+        }
+        match self.in_bar1(address, data.len()) {
+            Some(offset) => self.vram.write(offset, data).map_err(|e| e.to_string()),
+            None => self
+                .host
+                .dma_write(address, data)
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
 /// The register a byte of BAR0 belongs to.
 fn register_of(offset: u64) -> u32 {
     // CAST: BAR0 offsets were checked against its size (at most 64 MiB).
@@ -304,6 +403,8 @@ impl Device for Card {
     fn reset(&mut self) -> Result<(), String> {
         self.config.reset();
         self.registers.clear();
+        self.fsp = Fsp::new(self.chip.trust.clone());
+        self.gsp = GspFalcon::default();
         self.booted_at = Instant::now();
         self.resets += 1;
         Ok(())

@@ -1,6 +1,8 @@
 //! The chips the sim plays: what each shows on the bus (ids, BARs), how
 //! much video memory it has, and where its boot status lives.
 
+use crate::fsp::Trust;
+use macuda_hw::fsp::{COT_VERSION_GB20X, COT_VERSION_GH100};
 use macuda_hw::pci::{BAR_FIREWALL_ENGAGE, GB202_VSEC_DEBUG_SEC_2};
 use macuda_hw::regs::{NV_THERM_I2CS_SCRATCH, NV_THERM_I2CS_SCRATCH_GH100};
 use std::time::Duration;
@@ -34,6 +36,8 @@ pub struct SimChip {
     pub boot_status: u32,
     /// The BAR firewall bit in config space: (offset, bit), on GB20x.
     pub bar_firewall: Option<(u16, u32)>,
+    /// What its FSP accepts in a COT request.
+    pub trust: Trust,
     /// How long the card's own boot takes after power-on or a reset
     /// (about 1.5 s on a 5090; the sim's default is shorter, so tests run
     /// quickly, and the CLI takes the real figure).
@@ -46,6 +50,14 @@ const BAR1_ADDRESS: u64 = 0x40_0000_0000;
 const BAR3_ADDRESS: u64 = 0x60_0000_0000;
 /// BAR3's size on both chips.
 const BAR3_BYTES: u64 = 32 << 20;
+/// The SHA-256 of the public key of NVIDIA's GB20x FMC (570.144's
+/// `publickey` section): the key a GB202's FSP is fused to trust. A digest
+/// of a public key, read from the firmware the tests fetch.
+const GB20X_FMC_KEY_SHA256: [u8; 32] = [
+    0xaf, 0x87, 0x0e, 0x5d, 0xde, 0x97, 0x28, 0x40, 0x58, 0x8b, 0xfb, 0x94, 0xa8, 0x7f, 0x94, 0xb1,
+    0x9a, 0xd6, 0x65, 0x9d, 0xae, 0x6e, 0x13, 0x43, 0xdd, 0x0d, 0x22, 0xf1, 0x60, 0x74, 0xba, 0x39,
+];
+
 /// The default boot time of a simulated card.
 pub const DEFAULT_BOOT_TIME: Duration = Duration::from_millis(30);
 
@@ -84,6 +96,10 @@ impl SimChip {
             vram_mib: 32 << 10,
             boot_status: NV_THERM_I2CS_SCRATCH::ADDR,
             bar_firewall: Some((GB202_VSEC_DEBUG_SEC_2, BAR_FIREWALL_ENGAGE)),
+            trust: Trust {
+                cot_version: COT_VERSION_GB20X,
+                key_sha256: Some(GB20X_FMC_KEY_SHA256),
+            },
             boot_time: DEFAULT_BOOT_TIME,
         }
     }
@@ -101,6 +117,10 @@ impl SimChip {
             vram_mib: 80 << 10,
             boot_status: NV_THERM_I2CS_SCRATCH_GH100,
             bar_firewall: None,
+            trust: Trust {
+                cot_version: COT_VERSION_GH100,
+                key_sha256: None,
+            },
             boot_time: DEFAULT_BOOT_TIME,
         }
     }

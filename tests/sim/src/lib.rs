@@ -5,14 +5,19 @@
 //! What it plays so far: the card on the bus (configuration space, BARs,
 //! the bus-master gate on DMA, a function-level reset after which it
 //! boots again by itself), BAR0's identity and boot-status registers,
-//! BAR1 onto sparse video memory, and the host memory a TinyGPU server
-//! hands out (shared mappings of at most 32 segments, server-side page
-//! lists). The FSP, GSP-RM, the MMU and the engines come next
-//! (reference/gsp.md section 9 lists what they must do).
+//! BAR1 onto sparse video memory, the host memory a TinyGPU server hands
+//! out (shared mappings of at most 32 segments, server-side page lists),
+//! and the boot through the FSP: its EMEM queue, the chain of trust
+//! checked against the FMC image in host memory, the FMC's FB layout and
+//! WPR2, and the GSP's fence and lockdown release. GSP-RM, the MMU and the
+//! engines come next (reference/gsp.md section 9 lists what they must do).
 
 pub mod card;
 pub mod chip;
 pub mod config;
+pub mod fmc;
+pub mod fsp;
+pub mod gsp_falcon;
 pub mod host_memory;
 pub mod server;
 pub mod vram;
