@@ -228,7 +228,7 @@ impl Device for FakeCard {
             .map_err(|e| format!("shared memory: {e}"))
     }
 
-    fn map_sysmem(&mut self, size: u64) -> Result<(Vec<u64>, u64), String> {
+    fn map_sysmem(&mut self, size: u64, _contiguous: bool) -> Result<(Vec<u64>, u64), String> {
         let pages = size.div_ceil(SYSMEM_PAGE_BYTES);
         let handle = self.remote.len() as u64;
         self.remote

@@ -451,8 +451,10 @@ impl Device for Card {
         Ok(SharedMapping { fd, size, index })
     }
 
-    fn map_sysmem(&mut self, size: u64) -> Result<(Vec<u64>, u64), String> {
-        self.host.map_remote(size).map_err(|e| e.to_string())
+    fn map_sysmem(&mut self, size: u64, contiguous: bool) -> Result<(Vec<u64>, u64), String> {
+        self.host
+            .map_remote(size, contiguous)
+            .map_err(|e| e.to_string())
     }
 
     fn sysmem_read(&mut self, handle: u32, offset: u64, out: &mut [u8]) -> Result<(), String> {
@@ -503,7 +505,7 @@ mod tests {
     #[test]
     fn dma_needs_bus_mastering() {
         let mut c = Card::new(quick());
-        let (pages, _) = c.host_mut().map_remote(4096).unwrap();
+        let (pages, _) = c.host_mut().map_remote(4096, false).unwrap();
         assert_eq!(c.dma_write(pages[0], b"x"), Err(DmaError::BusMasterOff));
         c.config_write(4, 2, 0x6).unwrap();
         c.dma_write(pages[0], b"x").unwrap();

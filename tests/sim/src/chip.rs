@@ -164,4 +164,27 @@ mod tests {
         assert_eq!(SimChip::by_name("gb202"), Some(gb));
         assert_eq!(SimChip::by_name("ga102"), None);
     }
+
+    #[test]
+    fn every_bar_lies_below_the_host_memory_the_card_reaches_by_dma() {
+        for chip in [SimChip::gb202(), SimChip::gh100()] {
+            let mut ranges: Vec<(u64, u64)> = chip
+                .bars
+                .iter()
+                .flatten()
+                .map(|b| (b.address, b.address + b.size))
+                .collect();
+            ranges.sort();
+            assert!(
+                ranges.windows(2).all(|w| w[0].1 <= w[1].0),
+                "{}: BARs overlap",
+                chip.name
+            );
+            assert!(
+                ranges.last().unwrap().1 <= crate::host_memory::HOST_BUS_BASE,
+                "{}",
+                chip.name
+            );
+        }
+    }
 }

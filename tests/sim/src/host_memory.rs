@@ -15,15 +15,30 @@ use std::os::fd::OwnedFd;
 /// (and truncates the rest silently); the sim refuses a mapping that would
 /// need more, so a driver learns it must map in pieces.
 pub const MAX_SEGMENTS: usize = 32;
-/// Bus addresses of shared mappings start here, each mapping 4 GiB apart.
-const SHARED_BUS_BASE: u64 = 0x80_0000_0000;
-/// Bus addresses of MAP_SYSMEM allocations start here, each 1 TiB apart.
-const REMOTE_BUS_BASE: u64 = 0x40_0000_0000;
+/// Bus addresses of MAP_SYSMEM allocations start here, each allocation
+/// 16 GiB of bus apart; shared mappings start at `SHARED_BUS_BASE`, 4 GiB
+/// apart. Both lie above every BAR a simulated chip places (the BARs end
+/// below 0x70_0000_0000): a DMA to a BAR's bus address reaches the card's
+/// own memory, so host memory there would be shadowed.
+pub const HOST_BUS_BASE: u64 = 0x100_0000_0000;
+const REMOTE_BUS_BASE: u64 = HOST_BUS_BASE;
+const REMOTE_HANDLE_SPAN: u64 = 1 << 34;
+const SHARED_BUS_BASE: u64 = 0x800_0000_0000;
 /// Segments of one mapping lie this far apart on the bus (scattered, so a
 /// driver that assumes one run is caught).
 const SEGMENT_STRIDE_GAP: u64 = 1 << 20;
 /// The largest MAP_SYSMEM allocation the sim makes.
 const MAX_REMOTE_BYTES: u64 = 4 << 30;
+/// MAP_SYSMEM hands out memory in runs of this size, each a contiguous
+/// stretch of bus addresses, the runs scattered (as a server backed by
+/// huge pages does): a buffer of up to 2 MiB is contiguous, larger ones
+/// are not unless asked to be. Drivers count on the first: tinygrad gives
+/// the FSP its FMC image's first page alone, without asking for
+/// contiguous memory, and the FSP reads the image linearly.
+pub const REMOTE_RUN_BYTES: u64 = 2 << 20;
+/// Runs of one allocation start this far apart on the bus (a 2 MiB gap
+/// after each, so a driver that reads past a run is caught).
+const REMOTE_RUN_STRIDE: u64 = 2 * REMOTE_RUN_BYTES;
 
 /// Why host memory refused an allocation or a DMA access.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -132,36 +147,38 @@ impl HostMemory {
         Ok((fd, alloc, index as u64))
     }
 
-    /// MAP_SYSMEM: `size` bytes on the server, in two runs of pages (so a
-    /// client has scatter to handle); one bus address per page.
-    pub fn map_remote(&mut self, size: u64) -> Result<(Vec<u64>, u64), HostMemoryError> {
+    /// MAP_SYSMEM: `size` bytes on the server; one bus address per page.
+    /// The pages come in runs of [`REMOTE_RUN_BYTES`] scattered on the bus,
+    /// or in one run when the client asks for contiguous memory.
+    pub fn map_remote(
+        &mut self,
+        size: u64,
+        contiguous: bool,
+    ) -> Result<(Vec<u64>, u64), HostMemoryError> {
         if size > MAX_REMOTE_BYTES {
             return Err(HostMemoryError::TooLarge {
                 size,
                 max: MAX_REMOTE_BYTES,
             });
         }
-        let pages = size.div_ceil(SYSMEM_PAGE_BYTES).max(1);
+        let bytes = size.div_ceil(SYSMEM_PAGE_BYTES).max(1) * SYSMEM_PAGE_BYTES;
         let handle = self.remote.len();
-        self.remote
-            .push(vec![0u8; (pages * SYSMEM_PAGE_BYTES) as usize]);
-        let base = REMOTE_BUS_BASE + (handle as u64) * (1 << 40);
-        let half = pages / 2;
-        let mut list = Vec::with_capacity(pages as usize);
-        for (run, (first, count)) in [(0, half), (half, pages - half)].into_iter().enumerate() {
-            if count == 0 {
-                continue;
-            }
-            let address = base + (run as u64) * (1 << 30) + first * SYSMEM_PAGE_BYTES;
+        self.remote.push(vec![0u8; bytes as usize]);
+        let base = REMOTE_BUS_BASE + (handle as u64) * REMOTE_HANDLE_SPAN;
+        let run = if contiguous { bytes } else { REMOTE_RUN_BYTES };
+        let mut list = Vec::with_capacity((bytes / SYSMEM_PAGE_BYTES) as usize);
+        for (i, offset) in (0..bytes).step_by(run as usize).enumerate() {
+            let len = run.min(bytes - offset);
+            let address = base + i as u64 * REMOTE_RUN_STRIDE;
             self.bus.insert(
                 address,
                 Run {
-                    len: count * SYSMEM_PAGE_BYTES,
+                    len,
                     backing: Backing::Remote(handle),
-                    offset: first * SYSMEM_PAGE_BYTES,
+                    offset,
                 },
             );
-            list.extend((0..count).map(|i| address + i * SYSMEM_PAGE_BYTES));
+            list.extend((0..len / SYSMEM_PAGE_BYTES).map(|p| address + p * SYSMEM_PAGE_BYTES));
         }
         Ok((list, handle as u64))
     }
@@ -355,17 +372,33 @@ mod tests {
     }
 
     #[test]
-    fn remote_allocations_are_paged_in_two_runs_and_checked() {
+    fn remote_allocations_come_in_2_mib_runs_unless_asked_for_one_and_are_checked() {
         let mut h = HostMemory::new(1 << 20);
-        let (pages, handle) = h.map_remote(5 * 4096).unwrap();
-        assert_eq!(pages.len(), 5);
-        assert_ne!(pages[1] + 4096, pages[2], "two runs");
+        let (small, handle) = h.map_remote(5 * 4096, false).unwrap();
+        assert_eq!(small.len(), 5);
+        assert!(small.windows(2).all(|w| w[0] + 4096 == w[1]), "one run");
         h.write_remote(handle as u32, 4096, b"page").unwrap();
         let mut b = [0u8; 4];
-        h.dma_read(pages[1], &mut b).unwrap();
+        h.dma_read(small[1], &mut b).unwrap();
         assert_eq!(&b, b"page");
+        // A read across the allocation's one run reaches every page.
+        let mut whole = vec![0u8; 5 * 4096];
+        h.dma_read(small[0], &mut whole).unwrap();
         assert!(h.read_remote(handle as u32, 5 * 4096 - 2, &mut b).is_err());
         assert!(h.read_remote(7, 0, &mut b).is_err());
-        assert!(h.map_remote(MAX_REMOTE_BYTES + 1).is_err());
+        let per_run = (REMOTE_RUN_BYTES / 4096) as usize;
+        let (big, _) = h.map_remote(REMOTE_RUN_BYTES + 4096, false).unwrap();
+        assert_ne!(
+            big[per_run - 1] + 4096,
+            big[per_run],
+            "scattered past 2 MiB"
+        );
+        let (asked, _) = h.map_remote(REMOTE_RUN_BYTES + 4096, true).unwrap();
+        assert_eq!(
+            asked[per_run - 1] + 4096,
+            asked[per_run],
+            "contiguous when asked"
+        );
+        assert!(h.map_remote(MAX_REMOTE_BYTES + 1, false).is_err());
     }
 }

@@ -56,8 +56,9 @@ pub trait Device: Send + 'static {
     /// A posted write: no reply reaches the client.
     fn mmio_write(&mut self, bar: u32, offset: u64, data: &[u8]);
     fn map_sysmem_fd(&mut self, size: u64) -> Result<SharedMapping, String>;
-    /// MAP_SYSMEM: one bus address per 4 KiB page, and the handle.
-    fn map_sysmem(&mut self, size: u64) -> Result<(Vec<u64>, u64), String>;
+    /// MAP_SYSMEM: one bus address per 4 KiB page, and the handle;
+    /// `contiguous` asks for one run of bus addresses.
+    fn map_sysmem(&mut self, size: u64, contiguous: bool) -> Result<(Vec<u64>, u64), String>;
     fn sysmem_read(&mut self, handle: u32, offset: u64, out: &mut [u8]) -> Result<(), String>;
     /// A posted write into a MAP_SYSMEM allocation.
     fn sysmem_write(&mut self, handle: u32, offset: u64, data: &[u8]);
@@ -540,7 +541,7 @@ fn answer<D: Device>(
                 Err(e) => Reply::err(&e),
             }
         }
-        Command::MapSysmem => match device.map_sysmem(a0) {
+        Command::MapSysmem => match device.map_sysmem(a0, a1 != 0) {
             Ok((pages, handle)) => {
                 let list: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
                 Reply::with_body(list.len() as u64, handle, list)
