@@ -1,27 +1,48 @@
 #!/usr/bin/env bash
-# tinygrad's own TinyGPU client against `macuda sim serve`: tinygrad
-# (pinned in tinygrad.version beside this script) from PyPI into a virtual
-# environment in the temp directory, never vendored; the sim on a free TCP
-# port of 127.0.0.1; probe.py's checks. Exit 0: all passed; 1: a check
-# failed; 3: skipped (tinygrad could not be installed), with the reason.
+# tinygrad's own TinyGPU client and driver against `macuda sim serve`:
+# tinygrad (pinned in tinygrad.version beside this script) from PyPI into
+# a virtual environment in the temp directory, never vendored; the sim on a
+# free TCP port of 127.0.0.1. probe.py reads the card through tinygrad's
+# client; with FIRMWARE_DIR (tests/sim/firmware.sh), boot.py then runs
+# tinygrad's driver on a fresh card and requires it to get at least as far
+# as EXPECT (boot.py says what each stage means). Exit 0: all passed; 1: a
+# check failed; 3: skipped (tinygrad could not be installed), with the
+# reason. Without FIRMWARE_DIR the boot is skipped and says so.
 #
-#   tests/sim/tinygrad/check.sh MACUDA_BINARY
+#   tests/sim/tinygrad/check.sh MACUDA_BINARY [FIRMWARE_DIR [EXPECT]]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 macuda=$1
+firmware=${2:-}
+expect=${3:-fsp}
 version=$(tr -d '[:space:]' <"$here/tinygrad.version")
 scratch=$(mktemp -d)
 server=
-cleanup() { [ -n "$server" ] && kill -INT "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$scratch"; }
-trap cleanup EXIT
+stop_server() { [ -n "$server" ] && kill -INT "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=; }
+trap 'stop_server; rm -rf "$scratch"' EXIT
 if ! python3 -m venv "$scratch/venv" >/dev/null 2>&1 \
   || ! "$scratch/venv/bin/pip" install -q "tinygrad==$version" >"$scratch/pip.log" 2>&1; then
   echo "skipped: tinygrad $version could not be installed from PyPI ($(tail -1 "$scratch/pip.log" 2>/dev/null))"
   exit 3
 fi
-"$macuda" sim serve tcp:0 --boot-ms 0 >"$scratch/serve.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do grep -q -- "--device remote:" "$scratch/serve.log" && break; sleep 0.05; done
-endpoint=$(sed -n 's/.*--device remote:\([0-9.]*:[0-9]*\).*/\1/p' "$scratch/serve.log" | head -1)
-[ -n "$endpoint" ] || { echo "the sim did not start:"; cat "$scratch/serve.log"; exit 1; }
-REMOTE=$endpoint "$scratch/venv/bin/python" "$here/probe.py" "$endpoint"
+# A fresh simulated card on a free port; sets $endpoint.
+serve() {
+  stop_server
+  "$macuda" sim serve tcp:0 --boot-ms 0 >"$scratch/serve.log" 2>&1 &
+  server=$!
+  endpoint=
+  for _ in $(seq 100); do grep -q -- "--device remote:" "$scratch/serve.log" && break; sleep 0.05; done
+  endpoint=$(sed -n 's/.*--device remote:\([0-9.]*:[0-9]*\).*/\1/p' "$scratch/serve.log" | head -1)
+  [ -n "$endpoint" ] || { echo "the sim did not start:"; cat "$scratch/serve.log"; exit 1; }
+}
+serve
+REMOTE=$endpoint "$scratch/venv/bin/python" "$here/probe.py" "$endpoint" || exit 1
+if [ -z "$firmware" ]; then
+  echo "skipped: tinygrad's boot of the sim needs NVIDIA's firmware (tests/sim/firmware.sh DIR, then pass DIR)"
+  exit 0
+fi
+serve
+REMOTE=$endpoint "$scratch/venv/bin/python" "$here/boot.py" "$endpoint" "$firmware" "$expect" >"$scratch/boot.log" 2>&1
+rc=$?
+grep -E "^(firmware|tinygrad|the card|stages)" "$scratch/boot.log"
+if [ "$rc" -ne 0 ]; then cat "$scratch/boot.log"; echo "--- the sim:"; cat "$scratch/serve.log"; exit 1; fi
