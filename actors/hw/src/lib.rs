@@ -10,6 +10,7 @@ pub mod chip;
 pub mod class;
 pub mod fsp;
 pub mod gsp_boot;
+pub mod gsp_rpc;
 pub mod methods;
 pub mod page;
 pub mod pci;

@@ -108,3 +108,59 @@ fn fsp_boot_formats_match_the_oracle() {
         );
     }
 }
+
+#[test]
+fn gsp_rpc_formats_match_the_oracle() {
+    use macuda_hw::gsp_rpc::{self, element, rpc_header};
+    let o = oracle();
+    let c = &o["constants"];
+    for (name, value) in gsp_rpc::function::ALL
+        .iter()
+        .chain(gsp_rpc::event::ALL)
+        .chain(gsp_rpc::result::ALL)
+    {
+        assert_eq!(c[name].as_u64(), Some(u64::from(*value)), "{name}");
+    }
+    assert_eq!(
+        c["NV_VGPU_MSG_SIGNATURE_VALID"].as_u64(),
+        Some(u64::from(gsp_rpc::RPC_SIGNATURE))
+    );
+    assert_eq!(
+        c["NV_VGPU_MSG_HEADER_VERSION_MAJOR_TOT"].as_u64(),
+        Some(u64::from(gsp_rpc::RPC_HEADER_VERSION >> 24))
+    );
+    assert_eq!(
+        c["MSGQ_VERSION"].as_u64(),
+        Some(u64::from(gsp_rpc::MSGQ_VERSION))
+    );
+    assert_eq!(
+        c["LIBOS_MEMORY_REGION_CONTIGUOUS"].as_u64(),
+        Some(u64::from(gsp_rpc::libos_region::KIND_CONTIGUOUS))
+    );
+    assert_eq!(
+        c["LIBOS_MEMORY_REGION_LOC_SYSMEM"].as_u64(),
+        Some(u64::from(gsp_rpc::libos_region::LOC_SYSMEM))
+    );
+    let e = &o["structs"]["GSP_MSG_QUEUE_ELEMENT"];
+    assert_eq!(e["size"].as_u64(), Some(element::BYTES as u64));
+    for (f, at) in [
+        ("checkSum", element::CHECKSUM),
+        ("seqNum", element::SEQ_NUM),
+        ("elemCount", element::ELEM_COUNT),
+    ] {
+        assert_eq!(e["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+    let r = &o["structs"]["rpc_message_header_v03_00"];
+    assert_eq!(r["size"].as_u64(), Some(rpc_header::BYTES as u64));
+    for (f, at) in [
+        ("header_version", rpc_header::HEADER_VERSION),
+        ("signature", rpc_header::SIGNATURE),
+        ("length", rpc_header::LENGTH),
+        ("function", rpc_header::FUNCTION),
+        ("rpc_result", rpc_header::RPC_RESULT),
+        ("rpc_result_private", rpc_header::RPC_RESULT_PRIVATE),
+        ("sequence", rpc_header::SEQUENCE),
+    ] {
+        assert_eq!(r["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+}

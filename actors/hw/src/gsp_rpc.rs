@@ -1,0 +1,252 @@
+//! GSP-RM's RPC transport: the two message queues in the shared block the
+//! host hands over through the libos arguments, their headers, the element
+//! and RPC headers every message carries, the checksum, and the function
+//! and event numbers. Element and RPC headers, numbers and results are
+//! pinned to the oracle (nv.json); the queue header, the libos entry and
+//! GSP_ARGUMENTS_CACHED follow reference/gsp.md sections 3.8, 3.9 and 5.
+
+/// The shared block: one page of PTEs, then the command queue, then the
+/// status queue (each `QUEUE_BYTES`).
+pub const QUEUE_BYTES: u32 = 0x4_0000;
+pub const PTE_PAGE_BYTES: u64 = 0x1000;
+pub const CMD_QUEUE_OFFSET: u64 = PTE_PAGE_BYTES;
+pub const STAT_QUEUE_OFFSET: u64 = CMD_QUEUE_OFFSET + QUEUE_BYTES as u64;
+pub const SHARED_BLOCK_BYTES: u64 = STAT_QUEUE_OFFSET + QUEUE_BYTES as u64;
+/// Pages the PTE page lists: the block's own pages.
+pub const SHARED_BLOCK_PAGES: u64 = SHARED_BLOCK_BYTES / PTE_PAGE_BYTES;
+
+/// `msgqTxHeader`: what each queue's producer writes at its start.
+pub mod tx_header {
+    pub const VERSION: usize = 0;
+    pub const SIZE: usize = 4;
+    pub const MSG_SIZE: usize = 8;
+    pub const MSG_COUNT: usize = 12;
+    pub const WRITE_PTR: usize = 16;
+    pub const FLAGS: usize = 20;
+    pub const RX_HDR_OFF: usize = 24;
+    pub const ENTRY_OFF: usize = 28;
+    pub const BYTES: usize = 32;
+}
+/// MSGQ_VERSION.
+pub const MSGQ_VERSION: u32 = 0;
+/// MSGQ_FLAGS_SWAP_RX: each side's read pointer lives in the other's queue.
+pub const MSGQ_FLAGS_SWAP_RX: u32 = 1;
+/// The queues' element size, and where the elements start.
+pub const MSG_SIZE: u32 = 0x1000;
+pub const RX_HDR_OFF: u32 = 0x20;
+pub const ENTRY_OFF: u32 = 0x1000;
+/// Elements in a queue: (size - entryOff) / msgSize.
+pub const MSG_COUNT: u32 = (QUEUE_BYTES - ENTRY_OFF) / MSG_SIZE;
+
+/// `GSP_MSG_QUEUE_ELEMENT`'s header, before the RPC.
+pub mod element {
+    pub const CHECKSUM: usize = 32;
+    pub const SEQ_NUM: usize = 36;
+    pub const ELEM_COUNT: usize = 40;
+    pub const BYTES: usize = 48;
+}
+/// One message spans at most this many bytes (16 elements).
+pub const MESSAGE_MAX_BYTES: usize = 16 * MSG_SIZE as usize;
+
+/// `rpc_message_header_v03_00`.
+pub mod rpc_header {
+    pub const HEADER_VERSION: usize = 0;
+    pub const SIGNATURE: usize = 4;
+    pub const LENGTH: usize = 8;
+    pub const FUNCTION: usize = 12;
+    pub const RPC_RESULT: usize = 16;
+    pub const RPC_RESULT_PRIVATE: usize = 20;
+    pub const SEQUENCE: usize = 24;
+    pub const BYTES: usize = 32;
+}
+/// Header version 3.0 (major in 31:24).
+pub const RPC_HEADER_VERSION: u32 = 3 << 24;
+/// NV_VGPU_MSG_SIGNATURE_VALID: "VRPC".
+pub const RPC_SIGNATURE: u32 = 0x4350_5256;
+/// The largest payload of one record.
+pub const RPC_PAYLOAD_MAX: usize = MESSAGE_MAX_BYTES - element::BYTES - rpc_header::BYTES;
+
+/// NV_VGPU_MSG_RESULT_*.
+pub mod result {
+    pub const SUCCESS: u32 = 0;
+    pub const RPC_PENDING: u32 = 0xFFFF_FFFF;
+    pub const RPC_UNKNOWN_FUNCTION: u32 = 0xFF10_0001;
+    pub const RPC_INVALID_MESSAGE_FORMAT: u32 = 0xFF10_0002;
+    pub const RPC_HANDLE_NOT_FOUND: u32 = 0xFF10_0003;
+    pub const RPC_HANDLE_EXISTS: u32 = 0xFF10_0004;
+    pub const ALL: &[(&str, u32)] = &[
+        ("NV_VGPU_MSG_RESULT_RPC_PENDING", RPC_PENDING),
+        (
+            "NV_VGPU_MSG_RESULT_RPC_UNKNOWN_FUNCTION",
+            RPC_UNKNOWN_FUNCTION,
+        ),
+        (
+            "NV_VGPU_MSG_RESULT_RPC_INVALID_MESSAGE_FORMAT",
+            RPC_INVALID_MESSAGE_FORMAT,
+        ),
+        (
+            "NV_VGPU_MSG_RESULT_RPC_HANDLE_NOT_FOUND",
+            RPC_HANDLE_NOT_FOUND,
+        ),
+        ("NV_VGPU_MSG_RESULT_RPC_HANDLE_EXISTS", RPC_HANDLE_EXISTS),
+    ];
+}
+
+/// NV_VGPU_MSG_FUNCTION_* the host sends.
+pub mod function {
+    pub const NOP: u32 = 0;
+    pub const ALLOC_MEMORY: u32 = 4;
+    pub const FREE: u32 = 10;
+    pub const UNLOADING_GUEST_DRIVER: u32 = 47;
+    pub const SET_PAGE_DIRECTORY: u32 = 54;
+    pub const GET_GSP_STATIC_INFO: u32 = 65;
+    pub const CONTINUATION_RECORD: u32 = 71;
+    pub const GSP_SET_SYSTEM_INFO: u32 = 72;
+    pub const SET_REGISTRY: u32 = 73;
+    pub const GSP_RM_CONTROL: u32 = 76;
+    pub const UNSET_PAGE_DIRECTORY: u32 = 79;
+    pub const GSP_RM_ALLOC: u32 = 103;
+    pub const ALL: &[(&str, u32)] = &[
+        ("NV_VGPU_MSG_FUNCTION_NOP", NOP),
+        ("NV_VGPU_MSG_FUNCTION_ALLOC_MEMORY", ALLOC_MEMORY),
+        ("NV_VGPU_MSG_FUNCTION_FREE", FREE),
+        (
+            "NV_VGPU_MSG_FUNCTION_UNLOADING_GUEST_DRIVER",
+            UNLOADING_GUEST_DRIVER,
+        ),
+        (
+            "NV_VGPU_MSG_FUNCTION_SET_PAGE_DIRECTORY",
+            SET_PAGE_DIRECTORY,
+        ),
+        (
+            "NV_VGPU_MSG_FUNCTION_GET_GSP_STATIC_INFO",
+            GET_GSP_STATIC_INFO,
+        ),
+        (
+            "NV_VGPU_MSG_FUNCTION_CONTINUATION_RECORD",
+            CONTINUATION_RECORD,
+        ),
+        (
+            "NV_VGPU_MSG_FUNCTION_GSP_SET_SYSTEM_INFO",
+            GSP_SET_SYSTEM_INFO,
+        ),
+        ("NV_VGPU_MSG_FUNCTION_SET_REGISTRY", SET_REGISTRY),
+        ("NV_VGPU_MSG_FUNCTION_GSP_RM_CONTROL", GSP_RM_CONTROL),
+        (
+            "NV_VGPU_MSG_FUNCTION_UNSET_PAGE_DIRECTORY",
+            UNSET_PAGE_DIRECTORY,
+        ),
+        ("NV_VGPU_MSG_FUNCTION_GSP_RM_ALLOC", GSP_RM_ALLOC),
+    ];
+}
+
+/// NV_VGPU_MSG_EVENT_* GSP sends unprompted.
+pub mod event {
+    pub const GSP_INIT_DONE: u32 = 0x1001;
+    pub const GSP_RUN_CPU_SEQUENCER: u32 = 0x1002;
+    pub const POST_EVENT: u32 = 0x1003;
+    pub const RC_TRIGGERED: u32 = 0x1004;
+    pub const MMU_FAULT_QUEUED: u32 = 0x1005;
+    pub const OS_ERROR_LOG: u32 = 0x1006;
+    pub const UCODE_LIBOS_PRINT: u32 = 0x100C;
+    pub const GSP_LOCKDOWN_NOTICE: u32 = 0x101C;
+    pub const ALL: &[(&str, u32)] = &[
+        ("NV_VGPU_MSG_EVENT_GSP_INIT_DONE", GSP_INIT_DONE),
+        (
+            "NV_VGPU_MSG_EVENT_GSP_RUN_CPU_SEQUENCER",
+            GSP_RUN_CPU_SEQUENCER,
+        ),
+        ("NV_VGPU_MSG_EVENT_POST_EVENT", POST_EVENT),
+        ("NV_VGPU_MSG_EVENT_RC_TRIGGERED", RC_TRIGGERED),
+        ("NV_VGPU_MSG_EVENT_MMU_FAULT_QUEUED", MMU_FAULT_QUEUED),
+        ("NV_VGPU_MSG_EVENT_OS_ERROR_LOG", OS_ERROR_LOG),
+        ("NV_VGPU_MSG_EVENT_UCODE_LIBOS_PRINT", UCODE_LIBOS_PRINT),
+        ("NV_VGPU_MSG_EVENT_GSP_LOCKDOWN_NOTICE", GSP_LOCKDOWN_NOTICE),
+    ];
+}
+
+/// The checksum a message carries: every little-endian u64 of the element
+/// header (its checksum zero) and the RPC, zero-padded to 8 bytes, XORed
+/// together, the halves of that XORed. A received message checks out
+/// when the same fold over it, checksum included, is 0.
+pub fn checksum(bytes: &[u8]) -> u32 {
+    let mut acc = 0u64;
+    for chunk in bytes.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        acc ^= u64::from_le_bytes(w);
+    }
+    (acc as u32) ^ ((acc >> 32) as u32)
+}
+
+/// Elements a message of `rpc_length` RPC bytes takes.
+pub fn elements_for(rpc_length: usize) -> usize {
+    (element::BYTES + rpc_length).div_ceil(MSG_SIZE as usize)
+}
+
+/// A libos memory region argument (`LibosMemoryRegionInitArgument`, 32
+/// bytes): the libos page is an array of them.
+pub mod libos_region {
+    pub const ID8: usize = 0;
+    pub const PA: usize = 8;
+    pub const SIZE: usize = 16;
+    pub const KIND: usize = 24;
+    pub const LOC: usize = 25;
+    pub const BYTES: usize = 32;
+    /// LIBOS_MEMORY_REGION_CONTIGUOUS and _LOC_SYSMEM.
+    pub const KIND_CONTIGUOUS: u8 = 1;
+    pub const LOC_SYSMEM: u8 = 1;
+}
+
+/// An id8: up to 8 ASCII characters packed big-endian into a u64 (the
+/// first character most significant), as libos names its regions.
+pub const fn id8(name: &[u8]) -> u64 {
+    let mut v = 0u64;
+    let mut i = 0;
+    while i < name.len() {
+        v = (v << 8) | name[i] as u64;
+        i += 1;
+    }
+    v
+}
+
+/// The region that holds GSP_ARGUMENTS_CACHED.
+pub const RMARGS_ID8: u64 = id8(b"RMARGS");
+
+/// `GSP_ARGUMENTS_CACHED` (72 bytes): the message queues' place.
+pub mod rm_args {
+    pub const SHARED_MEM_PHYS_ADDR: usize = 0;
+    pub const PAGE_TABLE_ENTRY_COUNT: usize = 8;
+    pub const CMD_QUEUE_OFFSET: usize = 16;
+    pub const STAT_QUEUE_OFFSET: usize = 24;
+    pub const BYTES: usize = 72;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_geometry_is_the_references() {
+        assert_eq!(MSG_COUNT, 63);
+        assert_eq!(SHARED_BLOCK_BYTES, 0x8_1000);
+        assert_eq!(SHARED_BLOCK_PAGES, 129);
+        assert_eq!(RPC_PAYLOAD_MAX, 65_456);
+        assert_eq!(elements_for(32 + 928), 1);
+        assert_eq!(elements_for(4096 - 48 + 1), 2);
+    }
+
+    #[test]
+    fn id8_packs_big_endian_and_a_message_with_its_checksum_folds_to_zero() {
+        assert_eq!(id8(b"LOGINIT"), 0x004C_4F47_494E_4954);
+        assert_eq!(RMARGS_ID8, 0x0000_524D_4152_4753);
+        let mut m = vec![0u8; 100];
+        for (i, b) in m.iter_mut().enumerate() {
+            *b = (i * 31 + 7) as u8;
+        }
+        m[element::CHECKSUM..element::CHECKSUM + 4].fill(0);
+        let c = checksum(&m);
+        m[element::CHECKSUM..element::CHECKSUM + 4].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(checksum(&m), 0);
+    }
+}
