@@ -9,6 +9,7 @@ use crate::config::ConfigSpace;
 use crate::fmc::FmcBoot;
 use crate::fsp::{self, Fsp, FspFailure};
 use crate::gsp_falcon::{GspFalcon, GspStage};
+use crate::gsp_rm::GspRm;
 use crate::host_memory::{HostMemory, HostMemoryError};
 use crate::server::{Device, SharedMapping};
 use crate::vram::Vram;
@@ -45,6 +46,7 @@ pub struct Card {
     config: ConfigSpace,
     fsp: Fsp,
     gsp: GspFalcon,
+    rm: GspRm,
     /// BAR0's plain registers: what was written, by address.
     registers: HashMap<u32, u32>,
     vram: Vram,
@@ -73,6 +75,7 @@ impl Card {
             config: ConfigSpace::power_on(&chip),
             fsp: Fsp::new(chip.trust.clone()),
             gsp: GspFalcon::default(),
+            rm: GspRm::default(),
             registers: HashMap::new(),
             vram: Vram::new(chip.vram_bytes()),
             host: HostMemory::new(segment_bytes),
@@ -128,6 +131,12 @@ impl Card {
     /// Where the GSP is in its boot, and the FMC's boot once it ran.
     pub fn gsp(&self) -> (GspStage, Option<FmcBoot>) {
         (self.gsp.stage(), self.gsp.boot())
+    }
+
+    /// GSP-RM as played: its init, the registry it was given, the
+    /// commands it took, the fault that stopped it.
+    pub fn gsp_rm(&self) -> &GspRm {
+        &self.rm
     }
 
     /// Whether the card's own boot firmware is done since the last reset.
@@ -222,10 +231,23 @@ impl Card {
         Ok(self.host.dma_write(address, data)?)
     }
 
-    /// Time passes: a finished boot releases the BAR firewall.
+    /// Time passes: a finished boot releases the BAR firewall, and a
+    /// running GSP takes what the host queued.
     fn settle(&mut self) {
         if self.booted() {
             self.config.set_firewall(false);
+        }
+        let running = (self.gsp.stage() == GspStage::Running)
+            .then(|| self.gsp.boot())
+            .flatten();
+        if running.is_some() {
+            let mut dma = CardDma {
+                bus_master: self.config.bus_master(),
+                host: &mut self.host,
+                vram: &mut self.vram,
+                bar1: self.chip.bars[1],
+            };
+            self.rm.step(running, &mut dma);
         }
     }
 
@@ -405,6 +427,7 @@ impl Device for Card {
         self.registers.clear();
         self.fsp = Fsp::new(self.chip.trust.clone());
         self.gsp = GspFalcon::default();
+        self.rm = GspRm::default();
         self.booted_at = Instant::now();
         self.resets += 1;
         Ok(())

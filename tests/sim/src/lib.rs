@@ -18,6 +18,7 @@ pub mod config;
 pub mod fmc;
 pub mod fsp;
 pub mod gsp_falcon;
+pub mod gsp_rm;
 pub mod host_memory;
 pub mod server;
 pub mod vram;

@@ -1,0 +1,232 @@
+//! GSP-RM, played: once the FMC has started the GSP, it finds the RM
+//! arguments through the libos page, maps the shared block, links the
+//! queues, takes the host's pre-queued GSP_SET_SYSTEM_INFO and SET_REGISTRY,
+//! and posts GSP_INIT_DONE; then it answers each command. The GSP runs
+//! whenever the host touches the card (the sim has no clock of its own), so
+//! a host polling the status queue sees it progress.
+
+mod queues;
+
+pub use queues::{Command, QueueFault};
+
+use crate::fmc::FmcBoot;
+use crate::fsp::Dma;
+use macuda_hw::gsp_rpc::{self, event, function, libos_region, result, rm_args};
+use queues::{Queues, SharedBlock};
+use std::collections::VecDeque;
+
+/// `GspSystemInfo`'s size (the oracle's).
+pub const SYSTEM_INFO_BYTES: usize = 928;
+/// The libos page.
+const LIBOS_PAGE_BYTES: usize = 4096;
+/// PACKED_REGISTRY_TABLE's header and entries.
+const REGISTRY_HEADER_BYTES: usize = 8;
+const REGISTRY_ENTRY_BYTES: usize = 16;
+/// REGISTRY_TABLE_ENTRY_TYPE_DWORD: an entry whose data is the value.
+const REGISTRY_TYPE_DWORD: u8 = 1;
+
+/// Where GSP-RM is.
+enum Stage {
+    /// Not started, or not linked yet.
+    Down,
+    Up(Queues),
+    /// A protocol fault stopped it: it answers nothing more.
+    Faulted(QueueFault),
+}
+
+pub struct GspRm {
+    stage: Stage,
+    rm: Rm,
+}
+
+/// What GSP-RM holds and has been told, apart from the queues.
+#[derive(Default)]
+struct Rm {
+    /// Messages to the host waiting for room in the status queue.
+    outbox: VecDeque<(u32, u32, Vec<u8>)>,
+    system_info: bool,
+    /// The registry the host set: name and value of each DWORD entry.
+    registry: Vec<(String, u32)>,
+    init_done: bool,
+    /// Every command taken, by function, in order.
+    commands: Vec<u32>,
+}
+
+impl Default for GspRm {
+    fn default() -> GspRm {
+        GspRm {
+            stage: Stage::Down,
+            rm: Rm::default(),
+        }
+    }
+}
+
+impl GspRm {
+    pub fn init_done(&self) -> bool {
+        self.rm.init_done
+    }
+
+    pub fn fault(&self) -> Option<&QueueFault> {
+        match &self.stage {
+            Stage::Faulted(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    pub fn registry(&self) -> &[(String, u32)] {
+        &self.rm.registry
+    }
+
+    pub fn commands(&self) -> &[u32] {
+        &self.rm.commands
+    }
+
+    /// Run: link once `boot` says the GSP runs, then take every command
+    /// waiting and post what can be posted.
+    pub fn step(&mut self, boot: Option<FmcBoot>, dma: &mut dyn Dma) {
+        if let Err(f) = self.run(boot, dma) {
+            tracing::warn!("simulated GSP-RM stopped: {f}");
+            self.stage = Stage::Faulted(f);
+        }
+    }
+
+    fn run(&mut self, boot: Option<FmcBoot>, dma: &mut dyn Dma) -> Result<(), QueueFault> {
+        if let Stage::Down = self.stage {
+            let Some(boot) = boot else { return Ok(()) };
+            let block = find_shared_block(&*dma, boot.boot_args)?;
+            self.stage = Stage::Up(Queues::link(dma, block)?);
+        }
+        let Stage::Up(queues) = &mut self.stage else {
+            return Ok(());
+        };
+        loop {
+            while let Some((f, r, p)) = self.rm.outbox.front() {
+                if !queues.post(dma, *f, *r, p)? {
+                    return Ok(());
+                }
+                self.rm.outbox.pop_front();
+            }
+            let Some(cmd) = queues.next_command(dma)? else {
+                return Ok(());
+            };
+            self.rm.commands.push(cmd.function);
+            self.rm.take(cmd)?;
+        }
+    }
+}
+
+impl Rm {
+    /// One command: what it changes, and what goes back.
+    fn take(&mut self, cmd: Command) -> Result<(), QueueFault> {
+        let bad = |what: String| QueueFault::Message { seq: cmd.seq, what };
+        match cmd.function {
+            function::GSP_SET_SYSTEM_INFO => {
+                if cmd.payload.len() != SYSTEM_INFO_BYTES {
+                    return Err(bad(format!(
+                        "GspSystemInfo of {} bytes, not {SYSTEM_INFO_BYTES}",
+                        cmd.payload.len()
+                    )));
+                }
+                self.system_info = true;
+            }
+            function::SET_REGISTRY => {
+                self.registry = parse_registry(&cmd.payload).map_err(bad)?;
+            }
+            other if !self.init_done => {
+                return Err(bad(format!("function {other} before GSP_INIT_DONE")));
+            }
+            other => self
+                .outbox
+                .push_back((other, result::RPC_UNKNOWN_FUNCTION, cmd.payload)),
+        }
+        if !self.init_done && self.system_info && !self.registry.is_empty() {
+            self.init_done = true;
+            self.outbox
+                .push_back((event::GSP_INIT_DONE, result::SUCCESS, vec![0; 4]));
+        }
+        Ok(())
+    }
+}
+
+/// The libos page names the RM arguments (RMARGS); they name the shared
+/// block, whose PTE page maps it.
+fn find_shared_block(dma: &dyn Dma, libos_page: u64) -> Result<SharedBlock, QueueFault> {
+    let mut page = vec![0u8; LIBOS_PAGE_BYTES];
+    dma.read(libos_page, &mut page)
+        .map_err(|e| QueueFault::Dma(format!("the libos page at {libos_page:#x}: {e}")))?;
+    let rmargs = page
+        .chunks_exact(libos_region::BYTES)
+        .find(|r| u64_at(r, libos_region::ID8) == gsp_rpc::RMARGS_ID8)
+        .ok_or_else(|| QueueFault::Block("the libos page names no RMARGS region".into()))?;
+    let (pa, size) = (
+        u64_at(rmargs, libos_region::PA),
+        u64_at(rmargs, libos_region::SIZE),
+    );
+    if rmargs[libos_region::KIND] != libos_region::KIND_CONTIGUOUS
+        || rmargs[libos_region::LOC] != libos_region::LOC_SYSMEM
+        || size < rm_args::BYTES as u64
+    {
+        return Err(QueueFault::Block(format!(
+            "RMARGS is kind {}, loc {}, {size} bytes: not contiguous system memory holding GSP_ARGUMENTS_CACHED",
+            rmargs[libos_region::KIND],
+            rmargs[libos_region::LOC]
+        )));
+    }
+    let mut args = [0u8; rm_args::BYTES];
+    dma.read(pa, &mut args)
+        .map_err(|e| QueueFault::Dma(format!("GSP_ARGUMENTS_CACHED at {pa:#x}: {e}")))?;
+    SharedBlock::map(
+        dma,
+        u64_at(&args, rm_args::SHARED_MEM_PHYS_ADDR),
+        u32::from_le_bytes(
+            args[rm_args::PAGE_TABLE_ENTRY_COUNT..][..4]
+                .try_into()
+                .expect("4"),
+        ),
+        u64_at(&args, rm_args::CMD_QUEUE_OFFSET),
+        u64_at(&args, rm_args::STAT_QUEUE_OFFSET),
+    )
+}
+
+/// A PACKED_REGISTRY_TABLE: size, entry count, entries (name offset, type,
+/// data, length), then the names they point at.
+fn parse_registry(b: &[u8]) -> Result<Vec<(String, u32)>, String> {
+    if b.len() < REGISTRY_HEADER_BYTES {
+        return Err("the registry table is shorter than its header".into());
+    }
+    let size = u32_at(b, 0) as usize;
+    let count = u32_at(b, 4) as usize;
+    if size > b.len() || REGISTRY_HEADER_BYTES + count * REGISTRY_ENTRY_BYTES > size {
+        return Err(format!(
+            "a registry table of {size} bytes and {count} entries in {} bytes",
+            b.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let e = &b[REGISTRY_HEADER_BYTES + i * REGISTRY_ENTRY_BYTES..];
+        let name_at = u32_at(e, 0) as usize;
+        let name = b
+            .get(name_at..size)
+            .and_then(|n| n.split(|&c| c == 0).next())
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .ok_or_else(|| {
+                format!("registry entry {i}'s name at {name_at} is not inside the table")
+            })?;
+        if e[4] == REGISTRY_TYPE_DWORD {
+            out.push((name.to_string(), u32_at(e, 8)));
+        }
+    }
+    if out.is_empty() {
+        return Err("the registry table has no DWORD entry".into());
+    }
+    Ok(out)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
