@@ -10,8 +10,10 @@ network); here it is answered from FIRMWARE_DIR (tests/sim/firmware.sh),
 each file checked against the SHA-256 tinygrad asks for, so it runs
 offline. The stages, in order: `fsp` (tinygrad's COT request passed the
 simulated FSP and the FMC put WPR2 up and started the GSP, as read from
-the card's registers), `init` (tinygrad's device initialisation
-completed). Exit 0 when tinygrad got at least as far as EXPECT says.
+the card's registers), `gsp-init` (GSP-RM linked the message queues, took
+tinygrad's pre-queued system info and registry, and tinygrad received
+GSP_INIT_DONE), `init` (tinygrad's device initialisation completed). Exit
+0 when tinygrad got at least as far as EXPECT says.
 """
 import hashlib
 import pathlib
@@ -22,7 +24,7 @@ import traceback
 import tinygrad.helpers as helpers
 import tinygrad.runtime.support.nv.ip as ip
 
-STAGES = ("fsp", "init")
+STAGES = ("fsp", "gsp-init", "init")
 WPR2_HI = 0x1FA828       # NV_PFB_PRI_MMU_WPR2_ADDR_HI: non-zero once the FMC built WPR2
 GSP_MAILBOX0 = 0x110040  # 0 once the FMC booted (0xBADF41xx while the GSP is fenced)
 
@@ -38,16 +40,23 @@ def main():
         print(f"firmware: {path}/{name} ({len(data)} bytes, as tinygrad pins it)", flush=True)
         return data
 
+    reached = []
     helpers.fetch_fw = fetch_fw
     ip.fetch_fw = fetch_fw
     from tinygrad.runtime.support.system import RemotePCIDevice
     from tinygrad.runtime.support.nv.nvdev import NVDev
 
+    # tinygrad builds its golden context right after GSP_INIT_DONE: reaching
+    # it means the init handshake completed.
+    golden = ip.NV_GSP.init_golden_image
+    def after_init_done(gsp):
+        reached.append("gsp-init")
+        return golden(gsp)
+    ip.NV_GSP.init_golden_image = after_init_done
     found = RemotePCIDevice.remote_list(0x10DE, ((0xFF00, (0x2B00,)),), 3)
     sock, name = found[0]
     pci = RemotePCIDevice("NV", name, sock)
     started = time.monotonic()
-    reached = []
     try:
         dev = NVDev(pci)
         reached = list(STAGES)
@@ -59,7 +68,7 @@ def main():
         wpr2_hi, mailbox0 = regs[WPR2_HI // 4], regs[GSP_MAILBOX0 // 4]
         print(f"the card: WPR2 HI {wpr2_hi:#x}, GSP MAILBOX0 {mailbox0:#x}")
         if wpr2_hi != 0 and mailbox0 == 0:
-            reached = ["fsp"]
+            reached.insert(0, "fsp")
     print(f"stages reached: {', '.join(reached) or 'none'} (expected at least: {expect})")
     return 0 if expect in reached else 1
 
