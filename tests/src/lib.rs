@@ -10,6 +10,7 @@ pub mod fake_rm;
 pub mod fake_tinygpu;
 pub mod ioctl_hook;
 pub mod runtime_libs;
+pub mod sim_host;
 pub mod vector_add;
 
 use macuda_pci::{CardEvent, NullCard, NullOpener, NullProfile, Opener};

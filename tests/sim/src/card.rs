@@ -400,6 +400,10 @@ impl Device for Card {
         self.settle();
     }
 
+    fn tick(&mut self) {
+        self.settle();
+    }
+
     fn probe(&mut self) -> String {
         format!("sim-{}:0", self.chip.name)
     }

@@ -66,7 +66,14 @@ pub trait Device: Send + 'static {
     fn resize_bar(&mut self, _bar: u32) -> Result<(), String> {
         Ok(())
     }
+    /// Time passes: called every [`TICK`] from the server's clock thread,
+    /// so a device runs on its own while the host reads shared memory
+    /// without a request (a unix client's mapped DMA memory).
+    fn tick(&mut self) {}
 }
+
+/// How often a device's clock ticks.
+pub const TICK: Duration = Duration::from_millis(1);
 
 /// Where a server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +188,7 @@ pub struct Server<D: Device> {
     connections: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    clock: Option<JoinHandle<()>>,
 }
 
 impl<D: Device> Server<D> {
@@ -218,6 +226,17 @@ impl<D: Device> Server<D> {
                 .name("tinygpu-server".into())
                 .spawn(move || serve(listener, &device, &fault, &connections, &stop))?
         };
+        let clock = {
+            let (device, stop) = (Arc::clone(&device), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("tinygpu-clock".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        device.lock().tick();
+                        std::thread::sleep(TICK);
+                    }
+                })?
+        };
         Ok(Server {
             endpoint,
             device,
@@ -225,6 +244,7 @@ impl<D: Device> Server<D> {
             connections,
             stop,
             thread: Some(thread),
+            clock: Some(clock),
         })
     }
 
@@ -265,7 +285,10 @@ impl<D: Device> Server<D> {
 
     fn shut_down(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
+        for t in [self.thread.take(), self.clock.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
         if let Endpoint::Unix(path) = &self.endpoint {

@@ -1,9 +1,10 @@
 //! GSP-RM, played: once the FMC has started the GSP, it finds the RM
 //! arguments through the libos page, maps the shared block, links the
 //! queues, takes the host's pre-queued GSP_SET_SYSTEM_INFO and SET_REGISTRY,
-//! and posts GSP_INIT_DONE; then it answers each command. The GSP runs
-//! whenever the host touches the card (the sim has no clock of its own), so
-//! a host polling the status queue sees it progress.
+//! and posts GSP_INIT_DONE; then it answers each command. It runs on the
+//! card's clock (the server ticks the card every millisecond) and whenever
+//! the host touches the card, so a host polling the status queue in its
+//! own mapped memory sees it progress.
 
 mod queues;
 
