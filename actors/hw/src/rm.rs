@@ -33,7 +33,16 @@ pub mod escape {
 
 /// Object classes.
 pub mod class {
+    /// A client, as GSP-RM's RPC allocates one (`NV1_ROOT`).
+    pub const NV01_ROOT: u32 = 0x0;
     pub const NV01_ROOT_CLIENT: u32 = 0x41;
+    /// A range of GPU virtual addresses.
+    pub const NV01_MEMORY_VIRTUAL: u32 = 0x70;
+    /// System memory described by a page list (ALLOC_MEMORY's).
+    pub const NV01_MEMORY_LIST_SYSTEM: u32 = 0x81;
+    /// The usermode page (the doorbell) of Hopper and Blackwell.
+    pub const HOPPER_USERMODE_A: u32 = 0xC661;
+    pub const BLACKWELL_USERMODE_A: u32 = 0xC761;
     pub const NV01_DEVICE_0: u32 = 0x80;
     pub const NV20_SUBDEVICE_0: u32 = 0x2080;
     /// Video memory (NV01_MEMORY_LOCAL_USER).
