@@ -75,7 +75,7 @@ impl Card {
             config: ConfigSpace::power_on(&chip),
             fsp: Fsp::new(chip.trust.clone()),
             gsp: GspFalcon::default(),
-            rm: GspRm::default(),
+            rm: GspRm::new(chip.classes),
             registers: HashMap::new(),
             vram: Vram::new(chip.vram_bytes()),
             host: HostMemory::new(segment_bytes),
@@ -431,7 +431,7 @@ impl Device for Card {
         self.registers.clear();
         self.fsp = Fsp::new(self.chip.trust.clone());
         self.gsp = GspFalcon::default();
-        self.rm = GspRm::default();
+        self.rm = GspRm::new(self.chip.classes);
         self.booted_at = Instant::now();
         self.resets += 1;
         Ok(())

@@ -2,10 +2,45 @@
 //! much video memory it has, and where its boot status lives.
 
 use crate::fsp::Trust;
+use crate::gsp_rm::objects::Kind;
 use macuda_hw::fsp::{COT_VERSION_GB20X, COT_VERSION_GH100};
+use macuda_hw::methods::{compute, copy};
 use macuda_hw::pci::{BAR_FIREWALL_ENGAGE, GB202_VSEC_DEBUG_SEC_2};
 use macuda_hw::regs::{NV_THERM_I2CS_SCRATCH, NV_THERM_I2CS_SCRATCH_GH100};
+use macuda_hw::rm::class;
 use std::time::Duration;
+
+/// The engine classes a chip's GSP-RM allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RmClasses {
+    pub gpfifo: u32,
+    pub compute: u32,
+    pub copy: u32,
+    pub usermode: u32,
+}
+
+impl RmClasses {
+    /// The role a class plays in the object tree; `None` for a class this
+    /// chip's RM does not allocate.
+    pub fn kind_of(&self, c: u32) -> Option<Kind> {
+        Some(match c {
+            class::NV01_DEVICE_0 => Kind::Device,
+            class::NV20_SUBDEVICE_0 => Kind::Subdevice,
+            class::FERMI_VASPACE_A => Kind::VaSpace,
+            class::NV1_MEMORY_USER
+            | class::NV1_MEMORY_SYSTEM
+            | class::NV01_MEMORY_VIRTUAL
+            | class::NV01_MEMORY_LIST_SYSTEM => Kind::Memory,
+            class::KEPLER_CHANNEL_GROUP_A => Kind::ChannelGroup,
+            class::FERMI_CONTEXT_SHARE_A => Kind::ContextShare,
+            class::GT200_DEBUGGER => Kind::Debugger,
+            c if c == self.gpfifo => Kind::Channel,
+            c if c == self.compute || c == self.copy => Kind::Engine,
+            c if c == self.usermode => Kind::Usermode,
+            _ => return None,
+        })
+    }
+}
 
 /// One BAR: where the server says it is and how large it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +73,8 @@ pub struct SimChip {
     pub bar_firewall: Option<(u16, u32)>,
     /// What its FSP accepts in a COT request.
     pub trust: Trust,
+    /// The engine classes its GSP-RM allocates.
+    pub classes: RmClasses,
     /// How long the card's own boot takes after power-on or a reset
     /// (about 1.5 s on a 5090; the sim's default is shorter, so tests run
     /// quickly, and the CLI takes the real figure).
@@ -100,6 +137,12 @@ impl SimChip {
                 cot_version: COT_VERSION_GB20X,
                 key_sha256: Some(GB20X_FMC_KEY_SHA256),
             },
+            classes: RmClasses {
+                gpfifo: class::BLACKWELL_CHANNEL_GPFIFO_A,
+                compute: compute::BLACKWELL_COMPUTE_B,
+                copy: copy::BLACKWELL_DMA_COPY_B,
+                usermode: class::BLACKWELL_USERMODE_A,
+            },
             boot_time: DEFAULT_BOOT_TIME,
         }
     }
@@ -120,6 +163,12 @@ impl SimChip {
             trust: Trust {
                 cot_version: COT_VERSION_GH100,
                 key_sha256: None,
+            },
+            classes: RmClasses {
+                gpfifo: class::HOPPER_CHANNEL_GPFIFO_A,
+                compute: compute::HOPPER_COMPUTE_A,
+                copy: copy::HOPPER_DMA_COPY_A,
+                usermode: class::HOPPER_USERMODE_A,
             },
             boot_time: DEFAULT_BOOT_TIME,
         }

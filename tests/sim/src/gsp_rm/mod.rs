@@ -6,10 +6,15 @@
 //! the host touches the card, so a host polling the status queue in its
 //! own mapped memory sees it progress.
 
+mod calls;
+pub mod objects;
 mod queues;
+
+pub use calls::Calls;
 
 pub use queues::{Command, QueueFault};
 
+use crate::chip::RmClasses;
 use crate::fmc::FmcBoot;
 use crate::fsp::Dma;
 use macuda_hw::gsp_rpc::{self, event, function, libos_region, result, rm_args};
@@ -41,8 +46,10 @@ pub struct GspRm {
 }
 
 /// What GSP-RM holds and has been told, apart from the queues.
-#[derive(Default)]
 struct Rm {
+    classes: RmClasses,
+    /// The object tree and what the calls on it recorded.
+    calls: Calls,
     /// Messages to the host waiting for room in the status queue.
     outbox: VecDeque<(u32, u32, Vec<u8>)>,
     system_info: bool,
@@ -53,16 +60,28 @@ struct Rm {
     commands: Vec<u32>,
 }
 
-impl Default for GspRm {
-    fn default() -> GspRm {
+impl GspRm {
+    /// GSP-RM of a chip whose engines are `classes`.
+    pub fn new(classes: RmClasses) -> GspRm {
         GspRm {
             stage: Stage::Down,
-            rm: Rm::default(),
+            rm: Rm {
+                classes,
+                calls: Calls::default(),
+                outbox: VecDeque::new(),
+                system_info: false,
+                registry: Vec::new(),
+                init_done: false,
+                commands: Vec::new(),
+            },
         }
     }
-}
 
-impl GspRm {
+    /// The object tree and what the calls recorded.
+    pub fn calls(&self) -> &Calls {
+        &self.rm.calls
+    }
+
     pub fn init_done(&self) -> bool {
         self.rm.init_done
     }
@@ -135,6 +154,28 @@ impl Rm {
             }
             other if !self.init_done => {
                 return Err(bad(format!("function {other} before GSP_INIT_DONE")));
+            }
+            function::GSP_RM_ALLOC => {
+                let (st, reply) = self.calls.alloc(&self.classes, &cmd.payload);
+                self.outbox.push_back((cmd.function, st, reply));
+            }
+            function::GSP_RM_CONTROL => {
+                let (st, reply) = self.calls.control(&cmd.payload);
+                self.outbox.push_back((cmd.function, st, reply));
+            }
+            function::FREE => {
+                let (st, reply) = self.calls.free(&cmd.payload);
+                self.outbox.push_back((cmd.function, st, reply));
+            }
+            function::SET_PAGE_DIRECTORY => {
+                self.calls.set_page_directory(&cmd.payload);
+                self.outbox
+                    .push_back((cmd.function, result::SUCCESS, cmd.payload));
+            }
+            function::UNLOADING_GUEST_DRIVER => {
+                self.calls.unloaded = true;
+                self.outbox
+                    .push_back((cmd.function, result::SUCCESS, cmd.payload));
             }
             other => self
                 .outbox

@@ -1,0 +1,278 @@
+//! The RPCs a driver makes of GSP-RM after init: GSP_RM_ALLOC, FREE and
+//! GSP_RM_CONTROL on the object tree, SET_PAGE_DIRECTORY and
+//! UNLOADING_GUEST_DRIVER. Each answer is the request echoed with its
+//! status (and a control's parameters filled), under the request's
+//! function; a refused call carries RM's status in `rpc_result` too, which
+//! is how tinygrad, which reads only `rpc_result`, sees the refusal
+//! (inferred: RM's exact split between the two is not pinned down).
+//!
+//! The controls answered are those a driver asks at start (reference/gsp.md
+//! section 9.5), in the layouts of NVIDIA's 570 headers; any other control
+//! is NV_ERR_NOT_SUPPORTED, and a control on an object of another class
+//! too.
+
+use super::objects::{Kind, Objects};
+use crate::chip::RmClasses;
+use macuda_hw::rm::status;
+
+/// Offsets of `rpc_gsp_rm_alloc_v03_00` (then the parameters).
+mod alloc_at {
+    pub const CLIENT: usize = 0;
+    pub const PARENT: usize = 4;
+    pub const OBJECT: usize = 8;
+    pub const CLASS: usize = 12;
+    pub const STATUS: usize = 16;
+    pub const PARAMS_SIZE: usize = 20;
+    pub const BYTES: usize = 32;
+}
+
+/// Offsets of `rpc_gsp_rm_control_v03_00` (then the parameters).
+mod control_at {
+    pub const CLIENT: usize = 0;
+    pub const OBJECT: usize = 4;
+    pub const CMD: usize = 8;
+    pub const STATUS: usize = 12;
+    pub const PARAMS_SIZE: usize = 16;
+    pub const BYTES: usize = 24;
+}
+
+/// Offsets of `rpc_free_v03_00` (NVOS00_PARAMETERS).
+mod free_at {
+    pub const ROOT: usize = 0;
+    pub const OBJECT_OLD: usize = 8;
+    pub const STATUS: usize = 12;
+    pub const BYTES: usize = 16;
+}
+
+/// Control commands answered (NVIDIA's 570 numbers).
+pub mod control {
+    pub const FIFO_GET_DEVICE_INFO_TABLE: u32 = 0x2080_1112;
+    pub const INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO: u32 = 0x2080_0A32;
+    pub const GPU_PROMOTE_CTX: u32 = 0x2080_012B;
+    pub const PERF_BOOST: u32 = 0x2080_200A;
+    pub const VASPACE_COPY_SERVER_RESERVED_PDES: u32 = 0x90F1_0106;
+    pub const GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
+    pub const GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
+}
+
+/// Parameter sizes RM checks `paramsSize` against, by class or control.
+const DEVICE_PARAMS: usize = 56;
+const SUBDEVICE_PARAMS: usize = 4;
+const CHANNEL_PARAMS: usize = 368;
+const DEVICE_INFO_TABLE_PARAMS: usize = 3212;
+const CONTEXT_BUFFERS_INFO_PARAMS: usize = 1664;
+const WORK_SUBMIT_TOKEN_PARAMS: usize = 4;
+/// `rpc_set_page_directory_v1E_05`.
+const SET_PAGE_DIRECTORY_BYTES: usize = 48;
+
+/// FIFO_GET_DEVICE_INFO_TABLE: entries of 100 bytes from offset 12; in
+/// each, engineData[2] is RM's engine type and [3] its runlist (RM's
+/// ENGINE_INFO_TYPE order; tinygrad reads those two), then the name.
+const DEVICE_ENTRY_AT: usize = 12;
+const DEVICE_ENTRY_BYTES: usize = 100;
+const ENGINE_DATA_RM_ENGINE_TYPE: usize = 2;
+const ENGINE_DATA_RUNLIST: usize = 3;
+const ENGINE_NAME_AT: usize = 84;
+/// NV2080_ENGINE_TYPE_GRAPHICS, _COPY0, _COPY1.
+const ENGINES: [(u32, u32, &str); 3] = [(0x1, 0, "GRAPHICS"), (0x9, 1, "COPY0"), (0xA, 2, "COPY1")];
+/// GET_CONTEXT_BUFFERS_INFO: engine 0's 26 (size, alignment) pairs.
+const CONTEXT_BUFFER_IDS: usize = 26;
+const CONTEXT_BUFFER_BYTES: u32 = 0x4_0000;
+const CONTEXT_BUFFER_ALIGN: u32 = 0x1000;
+
+/// What the calls recorded, beyond the tree.
+#[derive(Default)]
+pub struct Calls {
+    pub objects: Objects,
+    /// Page directories set: (client, VA space handle, root address).
+    pub page_directories: Vec<(u32, u32, u64)>,
+    /// Channels by (client, handle): their channel ids, in order.
+    pub channels: Vec<((u32, u32), u32)>,
+    /// Context promotions taken (client, object, entries).
+    pub promotions: Vec<(u32, u32, u32)>,
+    pub unloaded: bool,
+}
+
+impl Calls {
+    /// GSP_RM_ALLOC: the reply's result and payload.
+    pub fn alloc(&mut self, classes: &RmClasses, payload: &[u8]) -> (u32, Vec<u8>) {
+        let mut reply = payload.to_vec();
+        let st = if payload.len() < alloc_at::BYTES {
+            status::INVALID_PARAM_STRUCT
+        } else {
+            let f = |at| u32_at(payload, at);
+            let (client, parent, object, class) = (
+                f(alloc_at::CLIENT),
+                f(alloc_at::PARENT),
+                f(alloc_at::OBJECT),
+                f(alloc_at::CLASS),
+            );
+            let params = payload.len() - alloc_at::BYTES;
+            let expected = match classes.kind_of(class) {
+                Some(Kind::Device) => Some(DEVICE_PARAMS),
+                Some(Kind::Subdevice) => Some(SUBDEVICE_PARAMS),
+                Some(Kind::Channel) => Some(CHANNEL_PARAMS),
+                _ => None,
+            };
+            if f(alloc_at::PARAMS_SIZE) as usize != params || expected.is_some_and(|e| e != params)
+            {
+                status::INVALID_PARAM_STRUCT
+            } else {
+                match self.objects.alloc(classes, client, parent, object, class) {
+                    Ok(()) => {
+                        if classes.kind_of(class) == Some(Kind::Channel) {
+                            let chid = self.channels.len() as u32;
+                            self.channels.push(((client, object), chid));
+                        }
+                        0
+                    }
+                    Err(e) => e,
+                }
+            }
+        };
+        if reply.len() >= alloc_at::BYTES {
+            put(&mut reply, alloc_at::STATUS, st);
+        }
+        (st, reply)
+    }
+
+    /// FREE.
+    pub fn free(&mut self, payload: &[u8]) -> (u32, Vec<u8>) {
+        let mut reply = payload.to_vec();
+        let st = if payload.len() < free_at::BYTES {
+            status::INVALID_PARAM_STRUCT
+        } else {
+            let (client, object) = (
+                u32_at(payload, free_at::ROOT),
+                u32_at(payload, free_at::OBJECT_OLD),
+            );
+            match self.objects.free(client, object) {
+                Ok(gone) => {
+                    self.channels.retain(|((c, h), _)| {
+                        *c != client || gone.iter().all(|(g, _)| g != h) && object != client
+                    });
+                    0
+                }
+                Err(e) => e,
+            }
+        };
+        if reply.len() >= free_at::BYTES {
+            put(&mut reply, free_at::STATUS, st);
+        }
+        (st, reply)
+    }
+
+    /// GSP_RM_CONTROL: the object must be of the class the command is for.
+    pub fn control(&mut self, payload: &[u8]) -> (u32, Vec<u8>) {
+        let mut reply = payload.to_vec();
+        let st = if payload.len() < control_at::BYTES {
+            status::INVALID_PARAM_STRUCT
+        } else {
+            let (client, object, cmd) = (
+                u32_at(payload, control_at::CLIENT),
+                u32_at(payload, control_at::OBJECT),
+                u32_at(payload, control_at::CMD),
+            );
+            let params_size = u32_at(payload, control_at::PARAMS_SIZE) as usize;
+            if params_size != payload.len() - control_at::BYTES {
+                status::INVALID_PARAM_STRUCT
+            } else {
+                let params = &mut reply[control_at::BYTES..];
+                self.answer(client, object, cmd, params).err().unwrap_or(0)
+            }
+        };
+        if reply.len() >= control_at::BYTES {
+            put(&mut reply, control_at::STATUS, st);
+        }
+        (st, reply)
+    }
+
+    fn answer(&mut self, client: u32, object: u32, cmd: u32, p: &mut [u8]) -> Result<(), u32> {
+        if !self.objects.has_client(client) {
+            return Err(status::INVALID_CLIENT);
+        }
+        let target = self
+            .objects
+            .get(client, object)
+            .ok_or(status::OBJECT_NOT_FOUND)?;
+        let on = |kinds: &[Kind]| {
+            if kinds.contains(&target.kind) {
+                Ok(())
+            } else {
+                Err(status::NOT_SUPPORTED)
+            }
+        };
+        let sized = |n: usize| {
+            if p.len() == n {
+                Ok(())
+            } else {
+                Err(status::INVALID_PARAM_STRUCT)
+            }
+        };
+        match cmd {
+            control::FIFO_GET_DEVICE_INFO_TABLE => {
+                on(&[Kind::Subdevice])?;
+                sized(DEVICE_INFO_TABLE_PARAMS)?;
+                p.fill(0);
+                put(p, 4, ENGINES.len() as u32);
+                for (i, (engine, runlist, name)) in ENGINES.iter().enumerate() {
+                    let e = DEVICE_ENTRY_AT + i * DEVICE_ENTRY_BYTES;
+                    put(p, e + 4 * ENGINE_DATA_RM_ENGINE_TYPE, *engine);
+                    put(p, e + 4 * ENGINE_DATA_RUNLIST, *runlist);
+                    p[e + ENGINE_NAME_AT..][..name.len()].copy_from_slice(name.as_bytes());
+                }
+            }
+            control::INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO => {
+                on(&[Kind::Subdevice])?;
+                sized(CONTEXT_BUFFERS_INFO_PARAMS)?;
+                p.fill(0);
+                for id in 0..CONTEXT_BUFFER_IDS {
+                    put(p, id * 8, CONTEXT_BUFFER_BYTES);
+                    put(p, id * 8 + 4, CONTEXT_BUFFER_ALIGN);
+                }
+            }
+            control::GPU_PROMOTE_CTX => {
+                on(&[Kind::Subdevice])?;
+                let entries = p.get(40..44).map_or(0, |b| u32_at(b, 0));
+                self.promotions.push((client, object, entries));
+            }
+            control::PERF_BOOST => on(&[Kind::Subdevice])?,
+            control::VASPACE_COPY_SERVER_RESERVED_PDES => on(&[Kind::VaSpace])?,
+            control::GPFIFO_SCHEDULE => on(&[Kind::ChannelGroup, Kind::Channel])?,
+            control::GPFIFO_GET_WORK_SUBMIT_TOKEN => {
+                on(&[Kind::Channel])?;
+                sized(WORK_SUBMIT_TOKEN_PARAMS)?;
+                let chid = self
+                    .channels
+                    .iter()
+                    .find(|(k, _)| *k == (client, object))
+                    .map(|(_, c)| *c)
+                    .ok_or(status::OBJECT_NOT_FOUND)?;
+                put(p, 0, chid);
+            }
+            _ => return Err(status::NOT_SUPPORTED),
+        }
+        Ok(())
+    }
+}
+
+impl Calls {
+    /// SET_PAGE_DIRECTORY (`rpc_set_page_directory_v1E_05`: hClient,
+    /// hDevice, pasid, then from 16 the params: physAddress, numEntries,
+    /// flags, hVASpace, ...).
+    pub fn set_page_directory(&mut self, payload: &[u8]) {
+        if payload.len() >= SET_PAGE_DIRECTORY_BYTES {
+            let root = u64::from_le_bytes(payload[16..24].try_into().expect("8 bytes"));
+            self.page_directories
+                .push((u32_at(payload, 0), u32_at(payload, 32), root));
+        }
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn put(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
