@@ -164,3 +164,157 @@ fn gsp_rm_never_writes_past_the_hosts_read_pointer() {
         "the ring filled on the way"
     );
 }
+
+/// `rpc_gsp_rm_alloc_v03_00` for `class` with `params`.
+fn alloc(client: u32, parent: u32, object: u32, class: u32, params: &[u8]) -> Vec<u8> {
+    let mut p = Vec::new();
+    for v in [client, parent, object, class, 0, params.len() as u32, 0, 0] {
+        p.extend(v.to_le_bytes());
+    }
+    p.extend(params);
+    p
+}
+
+/// `rpc_gsp_rm_control_v03_00` of `cmd` with `params`.
+fn control(client: u32, object: u32, cmd: u32, params: &[u8]) -> Vec<u8> {
+    let mut p = Vec::new();
+    for v in [client, object, cmd, 0, params.len() as u32, 0] {
+        p.extend(v.to_le_bytes());
+    }
+    p.extend(params);
+    p
+}
+
+/// Send one call and read its reply: (rpc_result, the status field).
+fn call(
+    q: &mut HostQueues,
+    t: &mut TinyGpuTransport,
+    function: u32,
+    payload: &[u8],
+    status_at: usize,
+) -> (u32, u32, Vec<u8>) {
+    q.send(t, function, payload);
+    let m = q.receive(t, PATIENCE).expect("a reply");
+    assert_eq!(m.function, function);
+    let status = u32::from_le_bytes(m.payload[status_at..status_at + 4].try_into().unwrap());
+    (m.result, status, m.payload)
+}
+
+#[test]
+fn the_object_tree_is_built_controlled_and_freed_with_rms_statuses() {
+    use macuda_hw::rm::{class, status};
+    let (server, _dir, mut t, mut q) = booted(init_messages);
+    q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
+    let c = 0xC1E0_0004;
+    let a = |q: &mut HostQueues, t: &mut TinyGpuTransport, parent, object, class, params: &[u8]| {
+        call(
+            q,
+            t,
+            function::GSP_RM_ALLOC,
+            &alloc(c, parent, object, class, params),
+            16,
+        )
+    };
+    assert_eq!(
+        a(&mut q, &mut t, 0, 1, class::NV01_DEVICE_0, &[0; 56]).0,
+        status::INVALID_CLIENT
+    );
+    assert_eq!(
+        a(&mut q, &mut t, 0, 0xCF00_0000, class::NV01_ROOT, &[0; 120]).0,
+        0
+    );
+    assert_eq!(
+        a(&mut q, &mut t, c, 0x10, class::NV01_DEVICE_0, &[0; 55]).0,
+        status::INVALID_PARAM_STRUCT
+    );
+    let (r, st, _) = a(&mut q, &mut t, c, 0x10, class::NV01_DEVICE_0, &[0; 56]);
+    assert_eq!((r, st), (0, 0));
+    assert_eq!(
+        a(&mut q, &mut t, c, 0x11, class::NV20_SUBDEVICE_0, &[0; 4]).0,
+        status::INVALID_OBJECT_PARENT
+    );
+    assert_eq!(
+        a(&mut q, &mut t, 0x10, 0x11, class::NV20_SUBDEVICE_0, &[0; 4]).0,
+        0
+    );
+    assert_eq!(
+        a(&mut q, &mut t, 0x10, 0x12, 0xC86F, &[0; 368]).0,
+        status::INVALID_CLASS,
+        "Hopper's channel on a GB202"
+    );
+    assert_eq!(
+        a(
+            &mut q,
+            &mut t,
+            0x10,
+            0x12,
+            class::BLACKWELL_CHANNEL_GPFIFO_A,
+            &[0; 368]
+        )
+        .0,
+        0
+    );
+    // The device info table: graphics on runlist 0, the copy engines on theirs.
+    let (r, _, reply) = call(
+        &mut q,
+        &mut t,
+        function::GSP_RM_CONTROL,
+        &control(c, 0x11, 0x2080_1112, &[0; 3212]),
+        12,
+    );
+    assert_eq!(r, 0);
+    let params = &reply[24..];
+    assert_eq!(u32::from_le_bytes(params[4..8].try_into().unwrap()), 3);
+    let engine = |i: usize, d: usize| {
+        u32::from_le_bytes(params[12 + i * 100 + 4 * d..][..4].try_into().unwrap())
+    };
+    assert_eq!((engine(0, 2), engine(0, 3)), (1, 0));
+    // The work submit token is the channel's id; on a subdevice it is refused.
+    let (r, _, reply) = call(
+        &mut q,
+        &mut t,
+        function::GSP_RM_CONTROL,
+        &control(c, 0x12, 0xC36F_0108, &[0; 4]),
+        12,
+    );
+    assert_eq!((r, &reply[24..28]), (0, &0u32.to_le_bytes()[..]));
+    assert_eq!(
+        call(
+            &mut q,
+            &mut t,
+            function::GSP_RM_CONTROL,
+            &control(c, 0x11, 0xC36F_0108, &[0; 4]),
+            12
+        )
+        .0,
+        status::NOT_SUPPORTED
+    );
+    assert_eq!(
+        call(
+            &mut q,
+            &mut t,
+            function::GSP_RM_CONTROL,
+            &control(c, 0x11, 0x2080_FFFF, &[]),
+            12
+        )
+        .0,
+        status::NOT_SUPPORTED
+    );
+    // FREE of the device takes the subdevice and the channel with it.
+    let mut free = Vec::new();
+    for v in [c, c, 0x10, 0] {
+        free.extend(u32::to_le_bytes(v));
+    }
+    assert_eq!(call(&mut q, &mut t, function::FREE, &free, 12).0, 0);
+    assert!(server
+        .device()
+        .gsp_rm()
+        .calls()
+        .objects
+        .of_client(c)
+        .is_empty());
+    assert_eq!(
+        call(&mut q, &mut t, function::FREE, &free, 12).0,
+        status::OBJECT_NOT_FOUND
+    );
+}

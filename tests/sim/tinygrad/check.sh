@@ -14,7 +14,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 macuda=$1
 firmware=${2:-}
-expect=${3:-gsp-init}
+expect=${3:-init}
 version=$(tr -d '[:space:]' <"$here/tinygrad.version")
 scratch=$(mktemp -d)
 server=
