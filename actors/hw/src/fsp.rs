@@ -4,6 +4,8 @@
 //! reference/gsp.md section 4.2 and 4.4 (NVDM_PAYLOAD_COT is packed); the
 //! NVDM types are pinned to the oracle.
 
+use crate::le::{put_u32, put_u64, u32_at, u64_at};
+
 /// MCTP transport header (dword 0): start and end of message.
 pub const MCTP_SOM: u32 = 1 << 31;
 pub const MCTP_EOM: u32 = 1 << 30;
@@ -132,15 +134,15 @@ impl CotPayload {
         Some(CotPayload {
             version: u16::from_le_bytes([b[VERSION], b[VERSION + 1]]),
             size: u16::from_le_bytes([b[SIZE], b[SIZE + 1]]),
-            gsp_fmc_sysmem_offset: get_u64(b, GSP_FMC_SYSMEM_OFFSET),
-            frts_sysmem_offset: get_u64(b, FRTS_SYSMEM_OFFSET),
-            frts_sysmem_size: get_u32(b, FRTS_SYSMEM_SIZE),
-            frts_vidmem_offset: get_u64(b, FRTS_VIDMEM_OFFSET),
-            frts_vidmem_size: get_u32(b, FRTS_VIDMEM_SIZE),
+            gsp_fmc_sysmem_offset: u64_at(b, GSP_FMC_SYSMEM_OFFSET),
+            frts_sysmem_offset: u64_at(b, FRTS_SYSMEM_OFFSET),
+            frts_sysmem_size: u32_at(b, FRTS_SYSMEM_SIZE),
+            frts_vidmem_offset: u64_at(b, FRTS_VIDMEM_OFFSET),
+            frts_vidmem_size: u32_at(b, FRTS_VIDMEM_SIZE),
             hash384,
             public_key,
             signature,
-            gsp_boot_args_sysmem_offset: get_u64(b, GSP_BOOT_ARGS_SYSMEM_OFFSET),
+            gsp_boot_args_sysmem_offset: u64_at(b, GSP_BOOT_ARGS_SYSMEM_OFFSET),
         })
     }
 }
@@ -171,9 +173,9 @@ impl CommandResponse {
             return None;
         }
         Some(CommandResponse {
-            task_id: get_u32(b, 0),
-            command_nvdm_type: get_u32(b, 4),
-            error_code: get_u32(b, 8),
+            task_id: u32_at(b, 0),
+            command_nvdm_type: u32_at(b, 4),
+            error_code: u32_at(b, 8),
         })
     }
 }
@@ -191,24 +193,6 @@ pub fn fmc_image_len(header: &[u8; FMC_IMAGE_HEADER_BYTES]) -> u64 {
     let d0 = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
     let d1 = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
     u64::from(d0 >> 16) + u64::from(d1)
-}
-
-fn put_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put_u64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-fn get_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn get_u64(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! fills in the FB layout it chose. Offsets of the boot params are pinned to
 //! the oracle; the meta's r570 layout is reference/gsp.md section 3.6.
 
+use crate::le::{put_u32, put_u64, u32_at, u64_at};
+
 /// `GSP_FW_WPR_META_MAGIC`.
 pub const WPR_META_MAGIC: u64 = 0xDC3A_AE21_371A_60B3;
 /// `GSP_FW_WPR_META_REVISION`.
@@ -60,39 +62,15 @@ impl FmcBootParams {
     pub fn encode(&self) -> [u8; FMC_BOOT_PARAMS_BYTES] {
         use boot_params_offset::*;
         let mut b = [0u8; FMC_BOOT_PARAMS_BYTES];
-        put(&mut b, REGKEYS, &self.regkeys.to_le_bytes());
-        put(
-            &mut b,
-            BOOT_GSP_RM_TARGET,
-            &self.boot_gsp_rm_target.to_le_bytes(),
-        );
-        put(
-            &mut b,
-            GSP_RM_DESC_SIZE,
-            &self.gsp_rm_desc_size.to_le_bytes(),
-        );
-        put(
-            &mut b,
-            GSP_RM_DESC_OFFSET,
-            &self.gsp_rm_desc_offset.to_le_bytes(),
-        );
-        put(
-            &mut b,
-            WPR_CARVEOUT_OFFSET,
-            &self.wpr_carveout_offset.to_le_bytes(),
-        );
-        put(
-            &mut b,
-            WPR_CARVEOUT_SIZE,
-            &self.wpr_carveout_size.to_le_bytes(),
-        );
+        put_u32(&mut b, REGKEYS, self.regkeys);
+        put_u32(&mut b, BOOT_GSP_RM_TARGET, self.boot_gsp_rm_target);
+        put_u32(&mut b, GSP_RM_DESC_SIZE, self.gsp_rm_desc_size);
+        put_u64(&mut b, GSP_RM_DESC_OFFSET, self.gsp_rm_desc_offset);
+        put_u64(&mut b, WPR_CARVEOUT_OFFSET, self.wpr_carveout_offset);
+        put_u32(&mut b, WPR_CARVEOUT_SIZE, self.wpr_carveout_size);
         b[IS_GSP_RM_BOOT] = u8::from(self.is_gsp_rm_boot);
-        put(&mut b, GSP_RM_TARGET, &self.gsp_rm_target.to_le_bytes());
-        put(
-            &mut b,
-            BOOT_ARGS_OFFSET,
-            &self.boot_args_offset.to_le_bytes(),
-        );
+        put_u32(&mut b, GSP_RM_TARGET, self.gsp_rm_target);
+        put_u64(&mut b, BOOT_ARGS_OFFSET, self.boot_args_offset);
         b
     }
 
@@ -160,7 +138,7 @@ impl WprMeta {
     }
 
     pub fn set(&mut self, offset: usize, value: u64) {
-        put(&mut self.0, offset, &value.to_le_bytes());
+        put_u64(&mut self.0, offset, value);
     }
 
     pub fn pmu_reserved_size(&self) -> u32 {
@@ -168,26 +146,8 @@ impl WprMeta {
     }
 
     pub fn set_pmu_reserved_size(&mut self, value: u32) {
-        put(
-            &mut self.0,
-            wpr_meta_offset::PMU_RESERVED_SIZE,
-            &value.to_le_bytes(),
-        );
+        put_u32(&mut self.0, wpr_meta_offset::PMU_RESERVED_SIZE, value);
     }
-}
-
-fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    b[at..at + v.len()].copy_from_slice(v);
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(w)
 }
 
 #[cfg(test)]

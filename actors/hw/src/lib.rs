@@ -11,6 +11,7 @@ pub mod class;
 pub mod fsp;
 pub mod gsp_boot;
 pub mod gsp_rpc;
+pub mod le;
 pub mod methods;
 pub mod page;
 pub mod pci;

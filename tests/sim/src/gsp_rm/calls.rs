@@ -13,6 +13,7 @@
 
 use super::objects::{Kind, Objects};
 use crate::chip::RmClasses;
+use macuda_hw::le::{put_u32 as put, u32_at};
 use macuda_hw::rm::status;
 
 /// Offsets of `rpc_gsp_rm_alloc_v03_00` (then the parameters).
@@ -267,12 +268,4 @@ impl Calls {
                 .push((u32_at(payload, 0), u32_at(payload, 32), root));
         }
     }
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn put(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }

@@ -18,6 +18,7 @@ use crate::chip::RmClasses;
 use crate::fmc::FmcBoot;
 use crate::fsp::Dma;
 use macuda_hw::gsp_rpc::{self, event, function, libos_region, result, rm_args};
+use macuda_hw::le::{u32_at, u64_at};
 use queues::{Queues, SharedBlock};
 use std::collections::VecDeque;
 
@@ -263,12 +264,4 @@ fn parse_registry(b: &[u8]) -> Result<Vec<(String, u32)>, String> {
         return Err("the registry table has no DWORD entry".into());
     }
     Ok(out)
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }

@@ -9,6 +9,7 @@ use macuda_hw::gsp_rpc::{
     self, element, rpc_header, tx_header, ENTRY_OFF, MSGQ_FLAGS_SWAP_RX, MSGQ_VERSION, MSG_COUNT,
     MSG_SIZE, QUEUE_BYTES, RPC_HEADER_VERSION, RPC_SIGNATURE, RX_HDR_OFF,
 };
+use macuda_hw::le::{put_u32 as put, u32_at};
 
 /// What broke the queue protocol. The GSP stops reading the command queue
 /// at the first one (as a card's GSP-RM would stop answering); the sim
@@ -326,12 +327,4 @@ impl Queues {
         )?;
         Ok(e)
     }
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn put(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
