@@ -264,21 +264,10 @@ impl Device for FakeCard {
 }
 
 fn shared_memory(size: u64, card: &mut FakeCard) -> std::io::Result<(OwnedFd, u64, u64)> {
-    use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
     let alloc = size
         .next_multiple_of(SYSMEM_PAGE_BYTES)
         .max(MIN_SYSMEM_FD_BYTES);
-    let fd = memfd_create(c"fake-tinygpu", MemFdCreateFlag::MFD_CLOEXEC)
-        .map_err(std::io::Error::from)?;
-    let file = std::fs::File::from(fd);
-    file.set_len(alloc)?;
-    // SAFETY: a fresh memfd of `alloc` bytes that this test server owns;
-    // the client maps it too, which is the point.
-    let mut map = unsafe {
-        memmap2::MmapOptions::new()
-            .len(alloc as usize)
-            .map_mut(&file)?
-    };
+    let (fd, mut map) = macuda_sim::host_memory::memfd(alloc)?;
     let index = card.shared.len() as u64;
     let segments: Vec<(u64, u64)> = (0..alloc.div_ceil(SEGMENT_BYTES))
         .take(MAX_SEGMENTS)
@@ -297,5 +286,5 @@ fn shared_memory(size: u64, card: &mut FakeCard) -> std::io::Result<(OwnedFd, u6
         encode_segment_table(&segments, &mut map[..SEGMENT_TABLE_BYTES]);
     }
     card.shared.push(map);
-    Ok((OwnedFd::from(file), alloc, index))
+    Ok((fd, alloc, index))
 }

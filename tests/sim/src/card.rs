@@ -6,11 +6,12 @@
 
 use crate::chip::SimChip;
 use crate::config::ConfigSpace;
+use crate::dma::{CardDma, DmaError};
 use crate::fmc::FmcBoot;
-use crate::fsp::{self, Fsp, FspFailure};
+use crate::fsp::{Fsp, FspFailure};
 use crate::gsp_falcon::{GspFalcon, GspStage};
 use crate::gsp_rm::GspRm;
-use crate::host_memory::{HostMemory, HostMemoryError};
+use crate::host_memory::HostMemory;
 use crate::server::{Device, SharedMapping};
 use crate::vram::Vram;
 use macuda_hw::regs::{
@@ -31,15 +32,6 @@ const REGISTER_BYTES: u64 = 4;
 pub const DEFAULT_SEGMENT_BYTES: u64 = 4 << 20;
 /// Posted-write failures kept for a test to read.
 const POSTED_ERRORS_KEPT: usize = 64;
-
-/// Why the card refused a DMA.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DmaError {
-    #[error("bus mastering is off: the card reads and writes no host memory")]
-    BusMasterOff,
-    #[error(transparent)]
-    Host(#[from] HostMemoryError),
-}
 
 pub struct Card {
     chip: SimChip,
@@ -175,12 +167,7 @@ impl Card {
     /// Write a BAR0 register.
     pub fn write_register(&mut self, address: u32, value: u32) {
         let fb = self.chip.vram_bytes();
-        let mut dma = CardDma {
-            bus_master: self.config.bus_master(),
-            host: &mut self.host,
-            vram: &mut self.vram,
-            bar1: self.chip.bars[1],
-        };
+        let mut dma = CardDma::new(&self.config, &mut self.host, &mut self.vram, &self.chip);
         let (taken, boot) = self.fsp.write(address, value, &mut dma, fb);
         if let Some(boot) = boot {
             self.start_gsp(boot);
@@ -241,12 +228,7 @@ impl Card {
             .then(|| self.gsp.boot())
             .flatten();
         if running.is_some() {
-            let mut dma = CardDma {
-                bus_master: self.config.bus_master(),
-                host: &mut self.host,
-                vram: &mut self.vram,
-                bar1: self.chip.bars[1],
-            };
+            let mut dma = CardDma::new(&self.config, &mut self.host, &mut self.vram, &self.chip);
             self.rm.step(running, &mut dma);
         }
     }
@@ -328,50 +310,6 @@ impl Card {
         tracing::warn!("simulated card: a posted write was dropped: {what}");
         if self.posted_errors.len() < POSTED_ERRORS_KEPT {
             self.posted_errors.push(what);
-        }
-    }
-}
-
-/// The card's bus-master port as its engines use it: host memory while
-/// bus mastering is on, and its own video memory through BAR1's bus
-/// addresses (where a large-BAR driver puts boot structures).
-struct CardDma<'a> {
-    bus_master: bool,
-    host: &'a mut HostMemory,
-    vram: &'a mut Vram,
-    bar1: Option<crate::chip::Bar>,
-}
-
-impl CardDma<'_> {
-    /// The video memory offset of a bus address inside BAR1.
-    fn in_bar1(&self, address: u64, len: usize) -> Option<u64> {
-        let bar = self.bar1?;
-        let offset = address.checked_sub(bar.address)?;
-        (offset + len as u64 <= bar.size).then_some(offset)
-    }
-}
-
-impl fsp::Dma for CardDma<'_> {
-    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), String> {
-        if !self.bus_master {
-            return Err(DmaError::BusMasterOff.to_string());
-        }
-        match self.in_bar1(address, out.len()) {
-            Some(offset) => self.vram.read(offset, out).map_err(|e| e.to_string()),
-            None => self.host.dma_read(address, out).map_err(|e| e.to_string()),
-        }
-    }
-
-    fn write(&mut self, address: u64, data: &[u8]) -> Result<(), String> {
-        if !self.bus_master {
-            return Err(DmaError::BusMasterOff.to_string());
-        }
-        match self.in_bar1(address, data.len()) {
-            Some(offset) => self.vram.write(offset, data).map_err(|e| e.to_string()),
-            None => self
-                .host
-                .dma_write(address, data)
-                .map_err(|e| e.to_string()),
         }
     }
 }

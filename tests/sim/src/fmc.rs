@@ -12,7 +12,8 @@
 //! below WPR2): inferred, since the FMC is closed. A driver must read it
 //! back (the meta, WPR2), never assume it.
 
-use crate::fsp::{Dma, FRTS_BYTES};
+use crate::dma::Dma;
+use crate::fsp::FRTS_BYTES;
 use macuda_hw::fsp::CotPayload;
 use macuda_hw::gsp_boot::{
     dma_target, wpr_meta_offset as at, FmcBootParams, WprMeta, FMC_BOOT_PARAMS_BYTES,

@@ -8,6 +8,7 @@
 //! check answers with an error code, leaves it in the FSP's debug scratch,
 //! and boots nothing: the host then waits in vain for the GSP, as on a card.
 
+use crate::dma::Dma;
 use crate::fmc::{self, FmcBoot};
 use macuda_hw::fsp::{
     self, nvdm, CommandResponse, CotPayload, COT_HASH_BYTES, COT_KEY_FIELD_BYTES,
@@ -79,12 +80,6 @@ pub struct Trust {
     /// `None`: the key is not checked (GH100's RSA keys: the sim verifies
     /// the image's hash only).
     pub key_sha256: Option<[u8; 32]>,
-}
-
-/// The card's memory as the FSP and FMC reach it.
-pub trait Dma {
-    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), String>;
-    fn write(&mut self, address: u64, data: &[u8]) -> Result<(), String>;
 }
 
 pub struct Fsp {

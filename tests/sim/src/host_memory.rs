@@ -315,7 +315,7 @@ fn remote_range(
 }
 
 /// A memfd of `bytes` and the server's own mapping of it.
-fn memfd(bytes: u64) -> std::io::Result<(OwnedFd, memmap2::MmapMut)> {
+pub fn memfd(bytes: u64) -> std::io::Result<(OwnedFd, memmap2::MmapMut)> {
     use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
     let fd =
         memfd_create(c"macuda-sim", MemFdCreateFlag::MFD_CLOEXEC).map_err(std::io::Error::from)?;

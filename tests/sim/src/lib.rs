@@ -15,6 +15,7 @@
 pub mod card;
 pub mod chip;
 pub mod config;
+pub mod dma;
 pub mod fmc;
 pub mod fsp;
 pub mod gsp_falcon;
@@ -23,8 +24,9 @@ pub mod host_memory;
 pub mod server;
 pub mod vram;
 
-pub use card::{Card, DmaError};
+pub use card::Card;
 pub use chip::SimChip;
+pub use dma::DmaError;
 pub use server::{Device, Listen, Server, WireFault};
 
 /// Serve a simulated `chip` as `listen` says (TCP on 127.0.0.1 only).

@@ -149,9 +149,8 @@ impl Calls {
             );
             match self.objects.free(client, object) {
                 Ok(gone) => {
-                    self.channels.retain(|((c, h), _)| {
-                        *c != client || gone.iter().all(|(g, _)| g != h) && object != client
-                    });
+                    self.channels
+                        .retain(|((c, h), _)| *c != client || gone.iter().all(|(g, _)| g != h));
                     0
                 }
                 Err(e) => e,

@@ -15,8 +15,8 @@ pub use calls::Calls;
 pub use queues::{Command, QueueFault};
 
 use crate::chip::RmClasses;
+use crate::dma::Dma;
 use crate::fmc::FmcBoot;
-use crate::fsp::Dma;
 use macuda_hw::gsp_rpc::{self, event, function, libos_region, result, rm_args};
 use macuda_hw::le::{u32_at, u64_at};
 use queues::{Queues, SharedBlock};

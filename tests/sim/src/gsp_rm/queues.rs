@@ -4,7 +4,7 @@
 //! and the status queue written with the element count, sequence and
 //! checksum RM's sender writes, never past the host's read pointer.
 
-use crate::fsp::Dma;
+use crate::dma::Dma;
 use macuda_hw::gsp_rpc::{
     self, element, rpc_header, tx_header, ENTRY_OFF, MSGQ_FLAGS_SWAP_RX, MSGQ_VERSION, MSG_COUNT,
     MSG_SIZE, QUEUE_BYTES, RPC_HEADER_VERSION, RPC_SIGNATURE, RX_HDR_OFF,
