@@ -27,6 +27,16 @@
 //!   CUDA's stream launches have it; `gpu` is enough for the next grid,
 //!   and the chain's tail keeps the system one either way), to measure
 //!   what the wider barrier costs a chain of small kernels.
+//! - `MACUDA_CHAIN_LINK=invalidate-copy|schedule`: what a completed grid
+//!   does to the next QMD of its chain (re-read it from memory and launch
+//!   it, the default, or launch it as the engine fetched it), to measure
+//!   what the re-read costs a chain.
+//! - `MACUDA_LAUNCH_INVALIDATE=all|none|NAME,...`: the caches every launch
+//!   invalidates before its grid runs (`all` by default: texture header,
+//!   sampler and data, shader data and constant, and the bound constant
+//!   banks; names as `macuda_submit::LaunchInvalidates::parse` takes), a
+//!   diagnostic to measure what each costs: the seed notes saw greedy text
+//!   change with them off while the op suite still passed.
 //! - `MACUDA_SYNC_WAIT=caller|actor`: who waits out a stream or device
 //!   sync: the caller's own thread, reading the timelines (`caller`, the
 //!   default where the card maps them), or the submit actor, through its
@@ -51,6 +61,8 @@ pub const SYNC_LAUNCHES: &str = "MACUDA_SYNC_LAUNCHES";
 pub const SYNC_PATIENCE: &str = "MACUDA_SYNC_PATIENCE";
 pub const COPY_ENGINE: &str = "MACUDA_COPY_ENGINE";
 pub const CHAIN_MEMBAR: &str = "MACUDA_CHAIN_MEMBAR";
+pub const CHAIN_LINK: &str = "MACUDA_CHAIN_LINK";
+pub const LAUNCH_INVALIDATE: &str = "MACUDA_LAUNCH_INVALIDATE";
 pub const SYNC_WAIT: &str = "MACUDA_SYNC_WAIT";
 pub const LOG: &str = "MACUDA_LOG";
 pub const PROFILE: &str = "MACUDA_PROFILE";
@@ -89,6 +101,10 @@ pub struct Knobs {
     pub copy_placement: Option<macuda_gsp::CopyPlacement>,
     /// The barrier between the grids of a chain.
     pub chain_membar: Option<macuda_submit::GridMembar>,
+    /// How a grid hands over to the next of its chain.
+    pub chain_link: Option<macuda_submit::ChainLink>,
+    /// The caches every launch invalidates.
+    pub launch_invalidates: Option<macuda_submit::LaunchInvalidates>,
     /// Whether the caller waits out its syncs itself (`None`: the
     /// submit actor's default).
     pub caller_waits: Option<bool>,
@@ -189,6 +205,27 @@ impl Knobs {
             ],
             "gpu or system",
         )?;
+        let chain_link = word(
+            CHAIN_LINK,
+            text(CHAIN_LINK),
+            &[
+                (
+                    "invalidate-copy",
+                    macuda_submit::ChainLink::InvalidateCopySchedule,
+                ),
+                ("schedule", macuda_submit::ChainLink::Schedule),
+            ],
+            "invalidate-copy or schedule",
+        )?;
+        let launch_invalidates = text(LAUNCH_INVALIDATE)
+            .map(|v| {
+                macuda_submit::LaunchInvalidates::parse(&v).ok_or(KnobError {
+                    name: LAUNCH_INVALIDATE,
+                    value: v,
+                    expected: "all, none, or texture-header, texture-sampler, texture-data, shader-data, shader-constant, constant-banks joined by commas",
+                })
+            })
+            .transpose()?;
         let caller_waits = word(
             SYNC_WAIT,
             text(SYNC_WAIT),
@@ -235,6 +272,8 @@ impl Knobs {
             sync_patience,
             copy_placement,
             chain_membar,
+            chain_link,
+            launch_invalidates,
             caller_waits,
             profile,
             inject,
@@ -333,6 +372,37 @@ mod tests {
         );
         let e = knobs(&[(SYNC_WAIT, "thread")]).unwrap_err();
         assert_eq!((e.name, e.value.as_str()), (SYNC_WAIT, "thread"));
+    }
+
+    #[test]
+    fn the_chain_link_and_launch_invalidates_reach_the_submit_actors_config() {
+        use macuda_submit::{ChainLink, LaunchInvalidates};
+        let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
+        assert_eq!(default.submit.chain.link, ChainLink::InvalidateCopySchedule);
+        assert_eq!(default.submit.chain.invalidates, LaunchInvalidates::CUDA);
+        let k = knobs(&[
+            (CHAIN_LINK, "schedule"),
+            (LAUNCH_INVALIDATE, "texture-data, shader-data"),
+        ])
+        .unwrap();
+        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
+        assert_eq!(config.submit.chain.link, ChainLink::Schedule);
+        let want = LaunchInvalidates {
+            texture_data: true,
+            shader_data: true,
+            ..LaunchInvalidates::NONE
+        };
+        assert_eq!(config.submit.chain.invalidates, want);
+        assert_eq!(
+            knobs(&[(LAUNCH_INVALIDATE, "none")])
+                .unwrap()
+                .launch_invalidates,
+            Some(LaunchInvalidates::NONE)
+        );
+        let e = knobs(&[(LAUNCH_INVALIDATE, "texture-data,l2")]).unwrap_err();
+        assert_eq!(e.name, LAUNCH_INVALIDATE);
+        let e = knobs(&[(CHAIN_LINK, "copy")]).unwrap_err();
+        assert_eq!((e.name, e.value.as_str()), (CHAIN_LINK, "copy"));
     }
 
     #[test]

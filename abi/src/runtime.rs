@@ -139,6 +139,12 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     if let Some(membar) = knobs.chain_membar {
         config.submit.chain.membar = membar;
     }
+    if let Some(link) = knobs.chain_link {
+        config.submit.chain.link = link;
+    }
+    if let Some(invalidates) = knobs.launch_invalidates {
+        config.submit.chain.invalidates = invalidates;
+    }
     if let Some(caller_waits) = knobs.caller_waits {
         config.submit.caller_waits = caller_waits;
     }

@@ -180,7 +180,14 @@ pub fn gpu_bench(
         let mut tried = Vec::new();
         for link in [ChainLink::InvalidateCopySchedule, ChainLink::Schedule] {
             for membar in [GridMembar::System, GridMembar::Gpu] {
-                tried.push((ChainTuning { link, membar }, default_depth));
+                tried.push((
+                    ChainTuning {
+                        link,
+                        membar,
+                        ..ChainTuning::default()
+                    },
+                    default_depth,
+                ));
             }
         }
         for depth in [32, 512] {

@@ -70,6 +70,8 @@ pub struct DeviceFormat {
 pub struct ChainTuning {
     pub link: ChainLink,
     pub membar: GridMembar,
+    /// The caches every launch invalidates before its grid runs.
+    pub invalidates: LaunchInvalidates,
 }
 
 impl Default for ChainTuning {
@@ -77,6 +79,85 @@ impl Default for ChainTuning {
         ChainTuning {
             link: ChainLink::InvalidateCopySchedule,
             membar: GridMembar::System,
+            invalidates: LaunchInvalidates::CUDA,
+        }
+    }
+}
+
+/// The caches a launch invalidates before its grid runs: five of the
+/// QMD's six cache bits and each bound constant bank's own bit. CUDA's
+/// stream launches on the H200 set the five (reference/submission.md 5.3),
+/// and ours set them and the banks' too: the seed notes saw a chained
+/// decode read what the grid before it wrote through the texture path,
+/// and its text change, with them off. Fewer is a diagnostic
+/// (`MACUDA_LAUNCH_INVALIDATE`), to measure what each costs a chain of
+/// small kernels; only a greedy byte-compare can say one is not needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchInvalidates {
+    pub texture_header: bool,
+    pub texture_sampler: bool,
+    pub texture_data: bool,
+    pub shader_data: bool,
+    pub shader_constant: bool,
+    /// CONSTANT_BUFFER_INVALIDATE of every bound bank.
+    pub constant_banks: bool,
+}
+
+impl LaunchInvalidates {
+    /// What ours set by default (the instruction cache is invalidated
+    /// once, after code is uploaded, not per launch).
+    pub const CUDA: LaunchInvalidates = LaunchInvalidates {
+        texture_header: true,
+        texture_sampler: true,
+        texture_data: true,
+        shader_data: true,
+        shader_constant: true,
+        constant_banks: true,
+    };
+
+    /// Nothing invalidated per launch.
+    pub const NONE: LaunchInvalidates = LaunchInvalidates {
+        texture_header: false,
+        texture_sampler: false,
+        texture_data: false,
+        shader_data: false,
+        shader_constant: false,
+        constant_banks: false,
+    };
+
+    /// `all`, `none`, or some of `texture-header`, `texture-sampler`,
+    /// `texture-data`, `shader-data`, `shader-constant`, `constant-banks`
+    /// joined by commas (the ones left on); `None` for anything else.
+    pub fn parse(text: &str) -> Option<LaunchInvalidates> {
+        match text.trim() {
+            "all" => return Some(Self::CUDA),
+            "none" => return Some(Self::NONE),
+            _ => {}
+        }
+        let mut set = Self::NONE;
+        for word in text.split(',').map(str::trim) {
+            let bit = match word {
+                "texture-header" => &mut set.texture_header,
+                "texture-sampler" => &mut set.texture_sampler,
+                "texture-data" => &mut set.texture_data,
+                "shader-data" => &mut set.shader_data,
+                "shader-constant" => &mut set.shader_constant,
+                "constant-banks" => &mut set.constant_banks,
+                _ => return None,
+            };
+            *bit = true;
+        }
+        Some(set)
+    }
+
+    fn qmd_bits(self) -> CacheInvalidate {
+        CacheInvalidate {
+            texture_header: self.texture_header,
+            texture_sampler: self.texture_sampler,
+            texture_data: self.texture_data,
+            shader_data: self.shader_data,
+            instruction: false,
+            shader_constant: self.shader_constant,
         }
     }
 }
@@ -283,14 +364,7 @@ impl DeviceFormat {
             local_memory_high_size: self.local_bytes_per_thread(k),
             grid: launch.grid,
             block: launch.block,
-            invalidate: CacheInvalidate {
-                texture_header: true,
-                texture_sampler: true,
-                texture_data: true,
-                shader_data: true,
-                instruction: false,
-                shader_constant: true,
-            },
+            invalidate: self.chain.invalidates.qmd_bits(),
             api_visible_call_limit: ApiVisibleCallLimit::NoCheck,
             sampler_index: SamplerIndex::ViaHeaderIndex,
             // The tail's barrier; a link narrows it (`link`).
@@ -303,7 +377,7 @@ impl DeviceFormat {
             // CAST: bank 0 is far below 4 GiB.
             size: self.cbank0_bytes(k) as u32,
             prefetch: BankPrefetch::None,
-            invalidate: true,
+            invalidate: self.chain.invalidates.constant_banks,
         };
         for b in &k.banks {
             if let Some(slot) = d.constant_banks.get_mut(usize::from(b.bank)) {
@@ -313,7 +387,7 @@ impl DeviceFormat {
                     // CAST: bank sizes are below 64 KiB.
                     size: b.bytes.next_multiple_of(BANK_SIZE_ALIGN) as u32,
                     prefetch: BankPrefetch::None,
-                    invalidate: true,
+                    invalidate: self.chain.invalidates.constant_banks,
                 };
             }
         }
@@ -745,6 +819,40 @@ mod tests {
             let back = qmd::decode(f.qmd, q.words()).unwrap();
             assert!(!back.shared_allocation_enable, "sm_{sm}");
         }
+    }
+
+    #[test]
+    fn the_launch_invalidates_follow_the_tuning_into_the_qmd_and_its_banks() {
+        for sm in [90, 120] {
+            let mut f = test_format(sm).unwrap();
+            let k = kernel();
+            let t = f.template(k.clone()).unwrap();
+            let back = qmd::decode(f.qmd, t.qmd.words()).unwrap();
+            let all = back.invalidate;
+            assert!(all.texture_data && all.shader_data && all.shader_constant && !all.instruction);
+            assert!(
+                back.constant_banks[0].invalidate,
+                "sm_{sm}: bank 0 by default"
+            );
+            f.chain.invalidates = LaunchInvalidates::parse("texture-data").unwrap();
+            let t = f.template(k).unwrap();
+            let back = qmd::decode(f.qmd, t.qmd.words()).unwrap();
+            let only = back.invalidate;
+            assert!(only.texture_data, "sm_{sm}");
+            assert!(!(only.texture_header || only.texture_sampler || only.shader_data));
+            assert!(!only.shader_constant && !only.instruction);
+            assert!(!back.constant_banks[0].invalidate, "sm_{sm}: banks off");
+        }
+        assert_eq!(
+            LaunchInvalidates::parse("all"),
+            Some(LaunchInvalidates::CUDA)
+        );
+        assert_eq!(
+            LaunchInvalidates::parse(" none "),
+            Some(LaunchInvalidates::NONE)
+        );
+        assert_eq!(LaunchInvalidates::parse("texture-data,"), None);
+        assert_eq!(LaunchInvalidates::parse("l1"), None);
     }
 
     #[test]

@@ -38,7 +38,8 @@ mod timeline;
 pub use actor::setup::spawn;
 pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService};
 pub use encode::{
-    BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchShape,
+    BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchInvalidates,
+    LaunchShape,
 };
 pub use error::{QueueMarks, SubmitError};
 pub use lane::{
