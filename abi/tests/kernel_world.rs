@@ -241,6 +241,104 @@ fn the_gpu_path_copies_fills_times_and_launches() {
         ));
         assert!(filled.iter().all(|&x| x == 0x11));
 
+        // A graph of kernel runs around a fill: each run is recorded once
+        // as a chain on the card, and every launch replays it whole, with
+        // the parameters captured, in order, after what came before.
+        let rt = cudart::runtime::started().unwrap();
+        let stats = || rt.call(|st| st.submit.stats()).unwrap();
+        let mut capture = |counts: &[i32]| {
+            let mut g: Handle = std::ptr::null_mut();
+            ok(cudaStreamBeginCapture(s, 2));
+            for (i, &n) in counts.iter().enumerate() {
+                if i == 3 {
+                    ok(cudaMemsetAsync(d2, 0x22, 4096, s));
+                }
+                count = n;
+                ok(cudaLaunchKernel(
+                    stub as *const c_void,
+                    grid,
+                    block,
+                    args.as_mut_ptr(),
+                    0,
+                    s,
+                ));
+            }
+            ok(cudaStreamEndCapture(s, &mut g));
+            g
+        };
+        let counts = |from: usize| -> Vec<i32> {
+            kernels(world)[from..]
+                .iter()
+                .map(|(bank0, _)| {
+                    i32::from_le_bytes(bank0[PARAM_BASE + 24..PARAM_BASE + 28].try_into().unwrap())
+                })
+                .collect()
+        };
+        let first: Vec<i32> = (101..=105).collect();
+        let g5 = capture(&first);
+        let mut exec5: Handle = std::ptr::null_mut();
+        ok(cudaGraphInstantiate(&mut exec5, g5, 0));
+        let (at, s0) = (kernels(world).len(), stats());
+        for _ in 0..3 {
+            ok(cudaGraphLaunch(exec5, s));
+        }
+        ok(cudaStreamSynchronize(s));
+        let ran: Vec<i32> = first.iter().chain(&first).chain(&first).copied().collect();
+        assert_eq!(counts(at), ran, "three replays, each kernel once, in order");
+        let s1 = stats();
+        assert_eq!(
+            s1.recorded_chains - s0.recorded_chains,
+            2,
+            "the runs before and after the fill"
+        );
+        assert_eq!(s1.replays - s0.replays, 6);
+        assert_eq!(s1.replayed_launches - s0.replayed_launches, 15);
+        assert_eq!(s1.launches, s0.launches, "no launch was built again");
+        // An update takes new parameters: the chains are recorded afresh.
+        let second: Vec<i32> = (201..=205).collect();
+        let g5b = capture(&second);
+        ok(cudaGraphExecUpdate(exec5, g5b, std::ptr::null_mut()));
+        let at = kernels(world).len();
+        ok(cudaGraphLaunch(exec5, s));
+        ok(cudaStreamSynchronize(s));
+        assert_eq!(counts(at), second);
+        assert_eq!(stats().recorded_chains - s1.recorded_chains, 2);
+        // Ordinary launches after a replay still follow it.
+        *args[3].cast::<i32>() = 300;
+        ok(cudaLaunchKernel(
+            stub as *const c_void,
+            grid,
+            block,
+            args.as_mut_ptr(),
+            0,
+            s,
+        ));
+        ok(cudaGraphLaunch(exec5, s));
+        ok(cudaStreamSynchronize(s));
+        let mut want = vec![300];
+        want.extend(&second);
+        assert_eq!(counts(at + 5), want);
+        let overlaps = world
+            .fake
+            .0
+            .lock()
+            .gpu_log
+            .iter()
+            .filter(|e| matches!(e, GpuEvent::Overlap { .. }))
+            .count();
+        assert_eq!(overlaps, 0, "every chain waited for the one before");
+        // Destroyed, its chains' memory goes back once their replays ran.
+        let frees = rt.call(|st| st.memory.stats()).unwrap().device_frees;
+        ok(cudaGraphExecDestroy(exec5));
+        ok(cudaStreamSynchronize(s));
+        ok(cudaGraphDestroy(g5));
+        ok(cudaGraphDestroy(g5b));
+        // The forget went through the lane; a stats request drains it.
+        stats();
+        let freed = rt.call(|st| st.memory.stats()).unwrap().device_frees - frees;
+        // (The first two went back at the update: their replays had run.)
+        assert_eq!(freed, 2, "the chains recorded after the update");
+
         ok(cudaFreeHost(h1));
         ok(cudaFreeHost(h2));
         ok(cudaFree(d));

@@ -158,6 +158,76 @@ fn a_full_ring_waits_for_the_engine_and_every_launch_runs() {
     }
 }
 
+/// A recorded chain runs whole at each replay, after the work queued before
+/// it and before the work after; what cannot be recorded or replayed is
+/// refused with what was wrong, and the queues go on.
+#[test]
+fn a_recorded_chain_replays_whole_in_stream_order_and_bad_ones_are_refused() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let v = VectorAdd::load(&host);
+    let bufs: Vec<_> = (0..3)
+        .map(|_| host.call(|s| s.memory.alloc_device(4 * 1024)).unwrap())
+        .collect();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let launch = |n: i32| {
+        macuda_submit::lane_launch(stream, &v.record(bufs[0].va, bufs[1].va, bufs[2].va, n))
+    };
+    let recorded: Vec<_> = [11, 12, 13].into_iter().map(launch).collect();
+    let chain = host.call(|s| s.submit.record_chain(recorded)).unwrap();
+    lane.launch(launch(1)).unwrap();
+    lane.push(LaneItem::Replay { stream, chain }).unwrap();
+    lane.launch(launch(2)).unwrap();
+    lane.push(LaneItem::Replay { stream, chain }).unwrap();
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let base = v.info.param_base as usize;
+    let counts: Vec<i32> = world
+        .fake
+        .0
+        .lock()
+        .gpu_log
+        .iter()
+        .filter_map(|e| match e {
+            GpuEvent::Kernel { bank0, .. } => Some(i32::from_le_bytes(
+                bank0[base + 24..base + 28].try_into().unwrap(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(counts, [1, 11, 12, 13, 2, 11, 12, 13]);
+    assert!(
+        !world
+            .fake
+            .0
+            .lock()
+            .gpu_log
+            .iter()
+            .any(|e| matches!(e, GpuEvent::Overlap { .. })),
+        "each replay waited for the chain before it"
+    );
+    // Nothing to record; a launch the kernel does not take.
+    let e = host
+        .call(|s| s.submit.record_chain(Vec::new()))
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("NotRecorded"), "{e:?}");
+    let mut short = launch(3);
+    short.params = macuda_submit::ParamBlock::new(&[0u8; 4]);
+    let e = host
+        .call(|s| s.submit.record_chain(vec![short]))
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("ParamBlockSize"), "{e:?}");
+    // Forgotten, it cannot be replayed: the sync point says so, and the
+    // queues still run what comes after.
+    lane.push(LaneItem::ForgetChain { chain }).unwrap();
+    lane.push(LaneItem::Replay { stream, chain }).unwrap();
+    let e = host.call(|s| s.submit.synchronize(stream)).unwrap_err();
+    assert!(format!("{e:?}").contains("NoSuchRecordedChain"), "{e:?}");
+    lane.launch(launch(4)).unwrap();
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    assert_eq!(world.fake.0.lock().kernels().len(), 9);
+}
+
 #[test]
 fn copies_move_real_bytes_in_stream_order_through_pinned_host_memory() {
     let world = KernelWorld::new(Duration::from_secs(10));

@@ -107,7 +107,7 @@ pub unsafe extern "C" fn cudaGraphExecUpdate(
             rt.graphs.exec(exec as usize)?,
             rt.graphs.graph(graph_h as usize)?,
         );
-        let result = graph::update(&e, &g);
+        let result = graph::update(rt, &e, &g)?;
         // SAFETY: the caller's promise, for a non-null pointer.
         if let Some(i) = unsafe { info.as_mut() } {
             i.result = result.err().unwrap_or(graph_update::SUCCESS);
@@ -135,7 +135,11 @@ pub extern "C" fn cudaGraphDestroy(graph_h: Handle) -> CudaError {
 
 #[no_mangle]
 pub extern "C" fn cudaGraphExecDestroy(exec: Handle) -> CudaError {
-    guard(|| runtime()?.graphs.destroy_exec(exec as usize))
+    guard(|| {
+        let rt = runtime()?;
+        let e = rt.graphs.destroy_exec(exec as usize)?;
+        graph::forget(rt, &e)
+    })
 }
 
 /// The node count (node handles are not given out).

@@ -13,6 +13,32 @@ pub struct Graph {
 
 pub struct GraphExec {
     pub nodes: Mutex<Vec<Node>>,
+    /// How a launch replays the nodes, made at the first launch after
+    /// instantiation or an update (`crate::graph::launch`).
+    pub plan: Mutex<Option<Arc<ReplayPlan>>>,
+}
+
+/// One step of a graph's replay.
+pub enum ReplayStep {
+    /// A run of kernel nodes, recorded once as a chain on the card.
+    Chain(macuda_submit::RecordedChainId),
+    /// Any other node, run as a stream runs it.
+    Node(Node),
+}
+
+/// A graph instance's nodes as its launches replay them.
+pub struct ReplayPlan {
+    pub steps: Vec<ReplayStep>,
+}
+
+impl ReplayPlan {
+    /// The recorded chains, to forget when the plan is dropped.
+    pub fn chains(&self) -> impl Iterator<Item = macuda_submit::RecordedChainId> + '_ {
+        self.steps.iter().filter_map(|s| match s {
+            ReplayStep::Chain(c) => Some(*c),
+            ReplayStep::Node(_) => None,
+        })
+    }
 }
 
 pub struct GraphTable {
@@ -61,10 +87,12 @@ impl GraphTable {
             .ok_or(CudaError::INVALID_VALUE)
     }
 
-    pub fn destroy_exec(&self, h: usize) -> Result<(), CudaError> {
+    /// The instance taken out of the table (its replay plan still to
+    /// forget).
+    pub fn destroy_exec(&self, h: usize) -> Result<Arc<GraphExec>, CudaError> {
         self.execs
             .remove(&h)
-            .map(|_| ())
+            .map(|(_, e)| e)
             .ok_or(CudaError::INVALID_VALUE)
     }
 
@@ -74,6 +102,7 @@ impl GraphTable {
             h,
             Arc::new(GraphExec {
                 nodes: Mutex::new(g.nodes.clone()),
+                plan: Mutex::new(None),
             }),
         );
         h

@@ -5,7 +5,8 @@ use crate::encode::{qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate};
 use crate::error::SubmitError;
 use crate::events::{EventTable, Stamp};
 use crate::lane::{
-    EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
+    EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, RecordedChainId,
+    StreamId,
 };
 use crate::local::LocalMemory;
 use crate::profile::{Profile, ProfileReport};
@@ -33,6 +34,7 @@ mod binding;
 mod build;
 mod handover;
 mod profiling;
+mod recorded;
 /// Starting the actor; it builds the struct below, so it lives under it.
 pub(crate) mod setup;
 mod stamps;
@@ -53,6 +55,9 @@ actor_protocol! {
     RegisterKernel => fn register_kernel(kernel: KernelDesc) -> KernelId;
     /// The data-plane lane: push launches, copies and events without waiting.
     Lane => fn lane() -> LaunchLane;
+    /// Build launches into a chain of their own in video memory, to be
+    /// replayed whole through the lane (`LaneItem::Replay`).
+    RecordChain => fn record_chain(launches: Vec<LaneLaunch>) -> RecordedChainId;
     /// Queue a launch; returns how many launches are queued on the stream.
     Launch => fn launch(stream: StreamId, launch: LaunchRecord) -> u64;
     /// Queue a host-to-device copy on the copy queue.
@@ -174,6 +179,8 @@ struct SubmitActor {
     stats: SubmitStats,
     /// The per-kernel GPU timeline, when the config asks for one.
     profile: Option<Profile>,
+    /// Chains recorded once and replayed whole.
+    recorded: recorded::RecordedChains,
     /// Where callers that wait on their own threads get the timeline
     /// values of their sync points.
     sync_board: Arc<SyncBoard>,
@@ -279,6 +286,8 @@ impl SubmitActor {
                 // a compute event is already satisfied by position.
                 LaneItem::WaitEvent { .. } => Ok(()),
                 LaneItem::SyncPoint { .. } => Ok(()),
+                LaneItem::Replay { chain, .. } => self.replay(chain),
+                LaneItem::ForgetChain { chain } => self.forget_recorded(chain),
             };
             if let Err(e) = r {
                 self.note_failure(e);
@@ -489,6 +498,10 @@ impl SubmitService for SubmitActor {
             self.config.sync_timeout,
             watch,
         ))
+    }
+
+    fn record_chain(&mut self, launches: Vec<LaneLaunch>) -> Result<RecordedChainId, SubmitError> {
+        self.record(&launches)
     }
 
     fn launch(&mut self, stream: StreamId, launch: LaunchRecord) -> Result<u64, SubmitError> {

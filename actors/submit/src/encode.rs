@@ -598,6 +598,26 @@ impl DeviceFormat {
         q.set(r.payload_upper, 0)
     }
 
+    /// Where in a QMD the first release's payload lies, in bytes from its
+    /// start: a replay of a recorded chain writes its timeline value there
+    /// as a 64-bit semaphore release (the low word the value, the high word
+    /// that follows 0), so the two words must be whole and adjacent.
+    ///
+    /// # Errors
+    /// A version whose payload words are laid out otherwise.
+    pub fn release_payload_offset(&self) -> Result<u64, FormatError> {
+        let r = &self.qmd.layout().releases[0];
+        let (lo, hi) = (r.payload_lower, r.payload_upper);
+        let whole = |f: macuda_hw::qmd::QmdField| f.lo.is_multiple_of(32) && f.width() == 32;
+        if !(whole(lo) && whole(hi) && hi.lo == lo.lo + 32) {
+            return Err(FormatError::NotInVersion {
+                field: "RELEASE0 payload as two adjacent whole words",
+                version: self.qmd.name(),
+            });
+        }
+        Ok(u64::from(lo.lo / 8))
+    }
+
     /// Profiling: the QMD's second release writes a four-word report (the
     /// one-word `payload`, then the engine's clock at +8) at `slot` when
     /// the grid completes. The first release stays the chain tail's.

@@ -1,6 +1,6 @@
 use crate::arena::ArenaError;
 use crate::lane::StreamId;
-use crate::lane::{EventId, KernelId, LaneError};
+use crate::lane::{EventId, KernelId, LaneError, RecordedChainId};
 use crate::ring::RingError;
 use macuda_core::{ActorError, ActorFault, Severity};
 use macuda_gsp::{ChannelFault, GspError};
@@ -24,6 +24,10 @@ pub enum SubmitError {
     NoSuchStream(StreamId),
     #[error("no kernel {0:?} (register it first)")]
     NoSuchKernel(KernelId),
+    #[error("no recorded chain {0:?} (it was forgotten, or never recorded)")]
+    NoSuchRecordedChain(RecordedChainId),
+    #[error("not recorded: {reason}")]
+    NotRecorded { reason: &'static str },
     #[error("no event {0:?}")]
     NoSuchEvent(EventId),
     #[error("{event:?} has no timed record (only ids below {limit} take one)")]
@@ -108,6 +112,8 @@ impl ActorFault for SubmitError {
             SubmitError::NoSuchStream(_)
             | SubmitError::NoSuchKernel(_)
             | SubmitError::NoSuchEvent(_)
+            | SubmitError::NoSuchRecordedChain(_)
+            | SubmitError::NotRecorded { .. }
             | SubmitError::UntimedEvent { .. }
             | SubmitError::EmptyLaunch { .. }
             | SubmitError::ParamBlockSize { .. }

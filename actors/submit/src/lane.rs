@@ -6,6 +6,7 @@
 //! the actor's mailbox and wait, and the actor drains the lane before it
 //! answers them, so everything pushed before a sync is ordered before it.
 
+use crate::encode::LaunchShape;
 use crate::sync_board::{CallerSync, SyncWatch};
 use crossbeam_queue::ArrayQueue;
 use macuda_core::Waker;
@@ -31,6 +32,13 @@ pub struct KernelId(pub u32);
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub struct EventId(pub u32);
+
+/// A chain of launches recorded once in video memory of its own and
+/// replayed whole (a CUDA graph's run of kernels; `crate::recorded`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct RecordedChainId(pub u32);
 
 /// Parameters up to this size travel inline in the lane record (ggml's
 /// kernels mostly take under 128 bytes); larger ones go on the heap.
@@ -86,6 +94,16 @@ pub struct LaneLaunch {
     pub params: ParamBlock,
 }
 
+impl LaneLaunch {
+    pub fn shape(&self) -> LaunchShape {
+        LaunchShape {
+            grid: self.grid,
+            block: self.block,
+            dynamic_shared_bytes: self.dynamic_shared_bytes,
+        }
+    }
+}
+
 /// What can travel on the lane.
 #[derive(Debug, Clone)]
 pub enum LaneItem {
@@ -131,6 +149,17 @@ pub enum LaneItem {
     /// (`crate::sync_board`).
     SyncPoint {
         ticket: u64,
+    },
+    /// Run a recorded chain after the stream's work so far.
+    Replay {
+        stream: StreamId,
+        chain: RecordedChainId,
+    },
+    /// The recorded chain will not be replayed again: its memory goes back
+    /// once its last replay has run. On the lane, so it comes after every
+    /// replay pushed before it.
+    ForgetChain {
+        chain: RecordedChainId,
     },
 }
 

@@ -43,8 +43,8 @@ pub use encode::{
 };
 pub use error::{QueueMarks, SubmitError};
 pub use lane::{
-    EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, StreamId,
-    INLINE_PARAM_BYTES,
+    EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, RecordedChainId,
+    StreamId, INLINE_PARAM_BYTES,
 };
 pub use profile::{
     host_clock_ns, host_ns_at, ProfileRecord, ProfileReport, ProfiledSync, ProfiledWork,

@@ -141,4 +141,9 @@ pub struct SubmitStats {
     pub doorbells_rerung: u64,
     /// Sync points posted for callers that wait on their own threads.
     pub caller_syncs: u64,
+    /// Chains recorded in video memory of their own (CUDA graphs).
+    pub recorded_chains: u64,
+    /// Replays of recorded chains, and the launches they ran.
+    pub replays: u64,
+    pub replayed_launches: u64,
 }

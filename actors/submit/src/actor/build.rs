@@ -4,7 +4,7 @@
 
 use super::SubmitActor;
 use crate::arena::ArenaError;
-use crate::encode::{Bank0Slot, LaunchShape, CBANK0_ALIGN, QMD_ALIGN};
+use crate::encode::{Bank0Slot, KernelTemplate, LaunchShape, CBANK0_ALIGN, QMD_ALIGN};
 use crate::error::SubmitError;
 use crate::lane::{KernelId, StreamId};
 
@@ -18,23 +18,8 @@ impl SubmitActor {
         dynamic_shared_bytes: u32,
         params: &[u8],
     ) -> Result<(), SubmitError> {
-        let t = self
-            .kernels
-            .get(kernel.0 as usize)
-            .ok_or(SubmitError::NoSuchKernel(kernel))?;
-        if grid.contains(&0) || block.contains(&0) {
-            return Err(SubmitError::EmptyLaunch {
-                grid: *grid,
-                block: *block,
-            });
-        }
-        if params.len() != t.desc.param_bytes as usize {
-            return Err(SubmitError::ParamBlockSize {
-                kernel: t.desc.name.clone(),
-                expected: t.desc.param_bytes,
-                given: params.len(),
-            });
-        }
+        let t = self.template(kernel)?;
+        check_launch(t, grid, block, params)?;
         let shape = LaunchShape {
             grid: *grid,
             block: *block,
@@ -81,6 +66,14 @@ impl SubmitActor {
         Ok(())
     }
 
+    /// The registered kernel's template.
+    #[inline]
+    pub(super) fn template(&self, kernel: KernelId) -> Result<&KernelTemplate, SubmitError> {
+        self.kernels
+            .get(kernel.0 as usize)
+            .ok_or(SubmitError::NoSuchKernel(kernel))
+    }
+
     #[inline]
     pub(super) fn reserve(&mut self, len: u64, align: u64) -> Result<u64, SubmitError> {
         match self.arena.reserve(len, align) {
@@ -94,4 +87,28 @@ impl SubmitActor {
             Err(e) => Err(SubmitError::Arena(e)),
         }
     }
+}
+
+/// What every launch must hold before it is built: no empty dimension, and
+/// the parameter block the kernel takes.
+pub(super) fn check_launch(
+    t: &KernelTemplate,
+    grid: &[u32; 3],
+    block: &[u32; 3],
+    params: &[u8],
+) -> Result<(), SubmitError> {
+    if grid.contains(&0) || block.contains(&0) {
+        return Err(SubmitError::EmptyLaunch {
+            grid: *grid,
+            block: *block,
+        });
+    }
+    if params.len() != t.desc.param_bytes as usize {
+        return Err(SubmitError::ParamBlockSize {
+            kernel: t.desc.name.clone(),
+            expected: t.desc.param_bytes,
+            given: params.len(),
+        });
+    }
+    Ok(())
 }

@@ -248,6 +248,7 @@ pub fn spawn(
         local: LocalMemory::default(),
         fault: None,
         caches_stale: true,
+        recorded: Default::default(),
         can,
         format,
         config: submit,
