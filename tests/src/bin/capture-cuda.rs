@@ -17,6 +17,12 @@
 //! QMD and constant bank 0. Code uploads are shown by size and hash only.
 //! Last it prints the QMD our encoder builds for the same launch (sm_90),
 //! decoded the same way, so the two can be diffed field by field.
+//!
+//! With `--graph N` the launch is captured N times into a CUDA graph on a
+//! stream of its own, instantiated and launched once (the upload), and
+//! what the second launch adds is decoded. A launched QMD that the stream
+//! did not upload inline is read where the process can read it, and its
+//! dependent QMDs after it, so a graph's chain shows as NVIDIA built it.
 
 use clap::Parser;
 use macuda_hw::push::GpEntry;
@@ -45,6 +51,10 @@ struct Args {
     /// Write the launches (QMD and bank-0 words) as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Capture the launch this many times into a CUDA graph and decode a
+    /// replay of it instead of one stream launch.
+    #[arg(long, default_value_t = 0)]
+    graph: u32,
 }
 
 fn dims(s: &str) -> Result<[u32; 3], String> {
@@ -89,6 +99,12 @@ struct Cuda {
     synchronize: unsafe extern "C" fn() -> CuResult,
     func_set_attribute: unsafe extern "C" fn(*mut c_void, i32, i32) -> CuResult,
     error_name: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
+    stream_create: unsafe extern "C" fn(*mut *mut c_void, u32) -> CuResult,
+    stream_synchronize: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    begin_capture: unsafe extern "C" fn(*mut c_void, i32) -> CuResult,
+    end_capture: unsafe extern "C" fn(*mut c_void, *mut *mut c_void) -> CuResult,
+    instantiate: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, u64) -> CuResult,
+    graph_launch: unsafe extern "C" fn(*mut c_void, *mut c_void) -> CuResult,
 }
 
 impl Cuda {
@@ -117,6 +133,12 @@ impl Cuda {
             synchronize: sym!(b"cuCtxSynchronize"),
             func_set_attribute: sym!(b"cuFuncSetAttribute"),
             error_name: sym!(b"cuGetErrorName"),
+            stream_create: sym!(b"cuStreamCreate"),
+            stream_synchronize: sym!(b"cuStreamSynchronize"),
+            begin_capture: sym!(b"cuStreamBeginCapture_v2"),
+            end_capture: sym!(b"cuStreamEndCapture"),
+            instantiate: sym!(b"cuGraphInstantiateWithFlags"),
+            graph_launch: sym!(b"cuGraphLaunch"),
             _lib: lib,
         })
     }
@@ -296,17 +318,10 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| v.as_mut_ptr().cast()).collect();
 
-    let chans = channels(&ioctl_hook::records());
-    let ranges = readable_ranges();
-    let before: Vec<Option<Vec<u32>>> = chans
-        .iter()
-        .map(|c| read_words(&ranges, c.ring, c.entries as usize * 2))
-        .collect();
-    // SAFETY: a launch of the kernel loaded above with one pointer per
-    // parameter, each to a value of the parameter's size.
-    unsafe {
-        cu.check(
-            "cuLaunchKernel",
+    let launch_on = |stream: *mut c_void, pointers: &mut [*mut c_void]| {
+        // SAFETY: a launch of the kernel loaded above with one pointer per
+        // parameter, each to a value of the parameter's size.
+        cu.check("cuLaunchKernel", unsafe {
             (cu.launch)(
                 func,
                 grid[0],
@@ -316,12 +331,54 @@ fn run(args: &Args) -> Result<(), String> {
                 block[1],
                 block[2],
                 args.shared,
-                std::ptr::null_mut(),
+                stream,
                 pointers.as_mut_ptr(),
                 std::ptr::null_mut(),
-            ),
-        )?;
-        cu.check("cuCtxSynchronize", (cu.synchronize)())?;
+            )
+        })
+    };
+    let mut graph_run = None;
+    if args.graph > 0 {
+        let (mut stream, mut graph, mut exec) = (
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        // SAFETY: driver-API calls with valid out-pointers, in the
+        // documented order (1: a non-blocking stream; capture mode 0: global).
+        unsafe {
+            cu.check("cuStreamCreate", (cu.stream_create)(&mut stream, 1))?;
+            cu.check("cuStreamBeginCapture", (cu.begin_capture)(stream, 0))?;
+            for _ in 0..args.graph {
+                launch_on(stream, &mut pointers)?;
+            }
+            cu.check("cuStreamEndCapture", (cu.end_capture)(stream, &mut graph))?;
+            cu.check(
+                "cuGraphInstantiateWithFlags",
+                (cu.instantiate)(&mut exec, graph, 0),
+            )?;
+            cu.check("cuGraphLaunch (first)", (cu.graph_launch)(exec, stream))?;
+            cu.check("cuStreamSynchronize", (cu.stream_synchronize)(stream))?;
+        }
+        graph_run = Some((stream, exec));
+    }
+    let chans = channels(&ioctl_hook::records());
+    let ranges = readable_ranges();
+    let before: Vec<Option<Vec<u32>>> = chans
+        .iter()
+        .map(|c| read_words(&ranges, c.ring, c.entries as usize * 2))
+        .collect();
+    match graph_run {
+        // SAFETY: the instance and stream made above.
+        Some((stream, exec)) => unsafe {
+            cu.check("cuGraphLaunch", (cu.graph_launch)(exec, stream))?;
+            cu.check("cuStreamSynchronize", (cu.stream_synchronize)(stream))?;
+        },
+        None => {
+            launch_on(std::ptr::null_mut(), &mut pointers)?;
+            // SAFETY: no arguments.
+            cu.check("cuCtxSynchronize", unsafe { (cu.synchronize)() })?;
+        }
     }
 
     let records = ioctl_hook::records();
@@ -382,6 +439,9 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let ranges = readable_ranges();
     let mut launches = Vec::new();
+    let mut patched: Vec<u64> = Vec::new();
+    // Every inline upload seen in the rings, old entries too, in order.
+    let mut inline: Vec<macuda_tests::capture::Upload> = Vec::new();
     for (ci, c) in chans.iter().enumerate() {
         let Some(after) = read_words(&ranges, c.ring, c.entries as usize * 2) else {
             println!(
@@ -430,6 +490,7 @@ fn run(args: &Args) -> Result<(), String> {
             // Older entries are decoded too, for the bindings and uploads
             // they leave behind; only what the launch added is printed.
             let d = decode_segment(&mut state, &words);
+            inline.extend(d.uploads.iter().cloned());
             if fresh {
                 if !header_done {
                     println!(
@@ -445,6 +506,12 @@ fn run(args: &Args) -> Result<(), String> {
                 );
                 print!("{}", render(&d));
                 launches.extend(d.launches.clone());
+                patched.extend(
+                    d.uploads
+                        .iter()
+                        .filter(|u| u.words.len() <= 4)
+                        .map(|u| u.dst),
+                );
             }
         }
     }
@@ -452,6 +519,47 @@ fn run(args: &Args) -> Result<(), String> {
         "# {} launch(es) found in what the launch added",
         launches.len()
     );
+    // QMDs as they lie in memory, and the chain after them (a graph's is
+    // built when it is instantiated or first launched).
+    let version = macuda_hw::qmd::QmdVersion::V04_00;
+    let limit = args.graph as usize + 8;
+    // Every launched QMD as memory holds it now (what was uploaded inline
+    // may have been changed since), and the QMD-sized block around each
+    // small inline upload (a graph's replay patches words in place).
+    let mut starts: Vec<u64> = launches.iter().map(|l| l.qmd_address).collect();
+    starts.extend(patched.iter().map(|&dst| dst & !0xFF));
+    starts.dedup();
+    for start in starts {
+        let mut at = start;
+        for step in 0..limit {
+            let uploaded = uploaded_words(&inline, at, version.dwords());
+            let from = if uploaded.is_some() {
+                "uploaded inline"
+            } else {
+                "read from memory"
+            };
+            let Some(words) = uploaded.or_else(|| read_words(&ranges, at, version.dwords())) else {
+                println!("# QMD at {at:#x} (step {step} from a launch): not readable here");
+                break;
+            };
+            match macuda_hw::qmd::decode(version, &words) {
+                Ok(d) => {
+                    println!("# QMD at {at:#x} (step {step} from a launch), {from}: {d:?}");
+                    let hex: Vec<String> = words.iter().map(|w| format!("{w:08x}")).collect();
+                    println!("#   words: {}", hex.join(" "));
+                    let next = d.dependents.iter().find(|s| s.enable);
+                    match next {
+                        Some(s) if s.qmd_address != 0 && s.qmd_address != at => at = s.qmd_address,
+                        _ => break,
+                    }
+                }
+                Err(e) => {
+                    println!("# QMD at {at:#x} (step {step}): does not decode as V04: {e}");
+                    break;
+                }
+            }
+        }
+    }
     println!(
         "# ours for the same launch: {}",
         ours(&kernel, grid, block, args.shared)?
@@ -461,6 +569,25 @@ fn run(args: &Args) -> Result<(), String> {
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// The words at `[address, address + words * 4)` as the last inline
+/// uploads that wrote them left them, if uploads covered every one.
+fn uploaded_words(
+    uploads: &[macuda_tests::capture::Upload],
+    address: u64,
+    words: usize,
+) -> Option<Vec<u32>> {
+    let mut out: Vec<Option<u32>> = vec![None; words];
+    for u in uploads {
+        for (i, w) in u.words.iter().enumerate() {
+            let at = u.dst + 4 * i as u64;
+            if at >= address && at < address + 4 * words as u64 {
+                out[((at - address) / 4) as usize] = Some(*w);
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
