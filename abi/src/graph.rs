@@ -158,12 +158,17 @@ pub fn launch(rt: &Runtime, exec: &GraphExec, handle: usize) -> Result<(), CudaE
     Ok(())
 }
 
-/// Whether graph launches replay recorded chains: not while a knob must
-/// see each launch on its way (the launch log, synchronous launches, an
-/// injected GPU fault, the GPU timeline's per-launch reports).
+/// Whether graph launches replay recorded chains: not when asked to replay
+/// node by node, nor while a knob must see each launch on its way (the
+/// launch log, synchronous launches, an injected GPU fault, the GPU
+/// timeline's per-launch reports).
 fn records_graphs(rt: &Runtime) -> bool {
     let k = &rt.knobs;
-    rt.log.is_none() && !k.sync_launches && k.gpu_fault_at.is_none() && k.profile.is_none()
+    !k.graph_nodes
+        && rt.log.is_none()
+        && !k.sync_launches
+        && k.gpu_fault_at.is_none()
+        && k.profile.is_none()
 }
 
 /// The instance's replay plan, made now if it has none: each run of

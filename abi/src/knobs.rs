@@ -37,6 +37,10 @@
 //!   banks; names as `macuda_submit::LaunchInvalidates::parse` takes), a
 //!   diagnostic to measure what each costs: the seed notes saw greedy text
 //!   change with them off while the op suite still passed.
+//! - `MACUDA_GRAPH_REPLAY=recorded|nodes`: a CUDA graph's launches replay
+//!   its kernel runs as chains recorded on the card (`recorded`, the
+//!   default) or node by node as a stream runs them (`nodes`, as before
+//!   chains were recorded), to set the two side by side.
 //! - `MACUDA_SYNC_WAIT=caller|actor`: who waits out a stream or device
 //!   sync: the caller's own thread, reading the timelines (`caller`, the
 //!   default where the card maps them), or the submit actor, through its
@@ -63,6 +67,7 @@ pub const COPY_ENGINE: &str = "MACUDA_COPY_ENGINE";
 pub const CHAIN_MEMBAR: &str = "MACUDA_CHAIN_MEMBAR";
 pub const CHAIN_LINK: &str = "MACUDA_CHAIN_LINK";
 pub const LAUNCH_INVALIDATE: &str = "MACUDA_LAUNCH_INVALIDATE";
+pub const GRAPH_REPLAY: &str = "MACUDA_GRAPH_REPLAY";
 pub const SYNC_WAIT: &str = "MACUDA_SYNC_WAIT";
 pub const LOG: &str = "MACUDA_LOG";
 pub const PROFILE: &str = "MACUDA_PROFILE";
@@ -105,6 +110,8 @@ pub struct Knobs {
     pub chain_link: Option<macuda_submit::ChainLink>,
     /// The caches every launch invalidates.
     pub launch_invalidates: Option<macuda_submit::LaunchInvalidates>,
+    /// Graph launches replay node by node instead of as recorded chains.
+    pub graph_nodes: bool,
     /// Whether the caller waits out its syncs itself (`None`: the
     /// submit actor's default).
     pub caller_waits: Option<bool>,
@@ -226,6 +233,13 @@ impl Knobs {
                 })
             })
             .transpose()?;
+        let graph_nodes = word(
+            GRAPH_REPLAY,
+            text(GRAPH_REPLAY),
+            &[("recorded", false), ("nodes", true)],
+            "recorded or nodes",
+        )?
+        .unwrap_or(false);
         let caller_waits = word(
             SYNC_WAIT,
             text(SYNC_WAIT),
@@ -274,6 +288,7 @@ impl Knobs {
             chain_membar,
             chain_link,
             launch_invalidates,
+            graph_nodes,
             caller_waits,
             profile,
             inject,
@@ -403,6 +418,11 @@ mod tests {
         assert_eq!(e.name, LAUNCH_INVALIDATE);
         let e = knobs(&[(CHAIN_LINK, "copy")]).unwrap_err();
         assert_eq!((e.name, e.value.as_str()), (CHAIN_LINK, "copy"));
+        assert!(!knobs(&[]).unwrap().graph_nodes);
+        assert!(knobs(&[(GRAPH_REPLAY, "nodes")]).unwrap().graph_nodes);
+        assert!(!knobs(&[(GRAPH_REPLAY, "recorded")]).unwrap().graph_nodes);
+        let e = knobs(&[(GRAPH_REPLAY, "chains")]).unwrap_err();
+        assert_eq!(e.name, GRAPH_REPLAY);
     }
 
     #[test]
