@@ -5,9 +5,11 @@
 #
 #   tests/llama/bench.sh BUILD LIBDIR OUTDIR MODEL...
 #
-# OURS_ENV as for ops.sh. Writes OUTDIR/bench-NAME.SIDE.ROUND.json and
-# appends the table to OUTDIR/bench.txt. Exit 1 when a side measured
-# nothing for a test.
+# OURS_ENV as for ops.sh. OTHER_ENV="K=V ...": a third side, ours with
+# those variables instead (MACUDA_GRAPH_REPLAY=nodes, say), in every round
+# after ours, with its own column and ratio. Writes
+# OUTDIR/bench-NAME.SIDE.ROUND.json and appends the table to
+# OUTDIR/bench.txt. Exit 1 when a side measured nothing for a test.
 set -u -o pipefail
 build=$1
 lib=$2
@@ -16,6 +18,7 @@ shift 3
 mkdir -p "$out"
 bin=$build/bin/llama-bench
 read -r -a ours_env <<<"${OURS_ENV:-}"
+read -r -a other_env <<<"${OTHER_ENV:-}"
 args=(-p 512 -n 128 -ngl 99 -r 3 -o json)
 for model in "$@"; do
   name=$(basename "$model" .gguf)
@@ -24,17 +27,25 @@ for model in "$@"; do
       2>"$out/bench-$name.stock.$round.err"
     env "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout --kill-after=5 600 \
       "$bin" -m "$model" "${args[@]}" >"$out/bench-$name.ours.$round.json" 2>"$out/bench-$name.ours.$round.err"
+    if [ ${#other_env[@]} -gt 0 ]; then
+      env "${other_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout --kill-after=5 600 \
+        "$bin" -m "$model" "${args[@]}" >"$out/bench-$name.other.$round.json" 2>"$out/bench-$name.other.$round.err"
+    fi
   done
 done
-python3 - "$out" "$@" <<'EOF' | tee -a "$out/bench.txt"
+python3 - "$out" "${OTHER_ENV:-}" "$@" <<'PY' | tee -a "$out/bench.txt"
 import json, os, sys
-out = sys.argv[1]
+out, other = sys.argv[1], sys.argv[2]
+sides = ("stock", "ours") + (("other",) if other else ())
 missing = 0
-print(f"{'model':<28} {'test':<6} {'stock t/s':>10} {'ours t/s':>10} {'ours/stock':>10}")
-for model in sys.argv[2:]:
+head = f"{'model':<28} {'test':<6} {'stock t/s':>10} {'ours t/s':>10} {'ours/stock':>10}"
+if other:
+    head += f" {'other t/s':>10} {'other/stock':>11}   (other: ours with {other})"
+print(head)
+for model in sys.argv[3:]:
     name = os.path.basename(model)[:-len(".gguf")] if model.endswith(".gguf") else os.path.basename(model)
     best = {}
-    for side in ("stock", "ours"):
+    for side in sides:
         for r in (1, 2):
             try:
                 rows = json.load(open(f"{out}/bench-{name}.{side}.{r}.json"))
@@ -48,6 +59,11 @@ for model in sys.argv[2:]:
         s, o = best.get((test, "stock")), best.get((test, "ours"))
         ratio = f"{o / s:.2f}" if s and o else "missing"
         missing += not (s and o)
-        print(f"{name:<28} {test:<6} {s or 0:>10.1f} {o or 0:>10.1f} {ratio:>10}")
+        line = f"{name:<28} {test:<6} {s or 0:>10.1f} {o or 0:>10.1f} {ratio:>10}"
+        if other:
+            x = best.get((test, "other"))
+            missing += not x
+            line += f" {x or 0:>10.1f} {(f'{x / s:.2f}' if s and x else 'missing'):>11}"
+        print(line)
 sys.exit(1 if missing else 0)
-EOF
+PY

@@ -137,7 +137,10 @@ if [[ $parts == *" decode "* ]]; then
 fi
 if [[ $parts == *" bench "* ]]; then
   note "bench started"
-  OURS_ENV=${GATE_OURS_ENV:-} bash "$here/bench.sh" "$build" "$lib" "$out/bench" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/bench.log" 2>&1
+  # A third side, ours with graphs replayed node by node (as before chains
+  # were recorded), unless GATE_BENCH_OTHER says otherwise ("" for none).
+  OURS_ENV=${GATE_OURS_ENV:-} OTHER_ENV=${GATE_BENCH_OTHER-MACUDA_GRAPH_REPLAY=nodes ${GATE_OURS_ENV:-}} \
+    bash "$here/bench.sh" "$build" "$lib" "$out/bench" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/bench.log" 2>&1
   rc=$?
   result "llama-bench, stock and ours interleaved${GATE_OURS_ENV:+ (ours with $GATE_OURS_ENV)}" "$rc"
   sed 's/^/        /' "$out/bench/bench.txt" | tee -a "$summary"
