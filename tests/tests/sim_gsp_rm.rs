@@ -318,3 +318,78 @@ fn the_object_tree_is_built_controlled_and_freed_with_rms_statuses() {
         status::OBJECT_NOT_FOUND
     );
 }
+
+#[test]
+fn set_page_directory_records_the_root_in_the_memory_its_flags_name() {
+    use macuda_hw::gsp_rpc::set_page_directory as spd;
+    use macuda_hw::rm::status;
+    use macuda_sim::mmu::{PageDirectory, Target};
+    let (server, _dir, mut t, mut q) = booted(init_messages);
+    q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
+    let payload = |root: u64, flags: u32| {
+        let mut p = vec![0u8; spd::BYTES];
+        p[spd::H_CLIENT..spd::H_CLIENT + 4].copy_from_slice(&0xC1E0_0004u32.to_le_bytes());
+        p[spd::PHYS_ADDRESS..spd::PHYS_ADDRESS + 8].copy_from_slice(&root.to_le_bytes());
+        p[spd::NUM_ENTRIES..spd::NUM_ENTRIES + 4].copy_from_slice(&2u32.to_le_bytes());
+        p[spd::FLAGS..spd::FLAGS + 4].copy_from_slice(&flags.to_le_bytes());
+        p[spd::H_VA_SPACE..spd::H_VA_SPACE + 4].copy_from_slice(&0x30u32.to_le_bytes());
+        p
+    };
+    // ALL_CHANNELS with the root in video memory, as tinygrad sends it;
+    // then one in coherent host memory.
+    let (r, _, _) = call(
+        &mut q,
+        &mut t,
+        function::SET_PAGE_DIRECTORY,
+        &payload(0x4000, 0x8),
+        0,
+    );
+    assert_eq!(r, 0);
+    let (r, _, _) = call(
+        &mut q,
+        &mut t,
+        function::SET_PAGE_DIRECTORY,
+        &payload(0x8_0000_1000, 0x9),
+        0,
+    );
+    assert_eq!(r, 0);
+    // An aperture RM does not define, and a short payload, are refused.
+    let (r, _, _) = call(
+        &mut q,
+        &mut t,
+        function::SET_PAGE_DIRECTORY,
+        &payload(0x5000, 0x3),
+        0,
+    );
+    assert_eq!(r, status::INVALID_ARGUMENT);
+    let (r, _, _) = call(
+        &mut q,
+        &mut t,
+        function::SET_PAGE_DIRECTORY,
+        &payload(0x5000, 0)[..40],
+        0,
+    );
+    assert_eq!(r, status::INVALID_ARGUMENT);
+    let card = server.device();
+    assert_eq!(
+        card.gsp_rm().calls().page_directories,
+        [
+            (
+                0xC1E0_0004,
+                0x30,
+                PageDirectory {
+                    target: Target::Video,
+                    address: 0x4000
+                }
+            ),
+            (
+                0xC1E0_0004,
+                0x30,
+                PageDirectory {
+                    target: Target::SystemCoherent,
+                    address: 0x8_0000_1000
+                }
+            ),
+        ]
+    );
+}

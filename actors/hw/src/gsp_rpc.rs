@@ -93,6 +93,24 @@ pub mod result {
 }
 
 /// NV_VGPU_MSG_FUNCTION_* the host sends.
+/// `rpc_set_page_directory_v1E_05`: a VA space's root, as a driver that
+/// builds its own page tables hands it to GSP-RM (the params are
+/// `NV0080_CTRL_DMA_SET_PAGE_DIRECTORY_PARAMS` from byte 16).
+pub mod set_page_directory {
+    pub const H_CLIENT: usize = 0;
+    pub const H_DEVICE: usize = 4;
+    pub const PHYS_ADDRESS: usize = 16;
+    pub const NUM_ENTRIES: usize = 24;
+    pub const FLAGS: usize = 28;
+    pub const H_VA_SPACE: usize = 32;
+    pub const BYTES: usize = 48;
+    /// FLAGS bits 1:0: where the root lies.
+    pub const FLAGS_APERTURE_MASK: u32 = 0b11;
+    pub const APERTURE_VIDMEM: u32 = 0;
+    pub const APERTURE_SYSMEM_COH: u32 = 1;
+    pub const APERTURE_SYSMEM_NONCOH: u32 = 2;
+}
+
 pub mod function {
     pub const NOP: u32 = 0;
     pub const ALLOC_MEMORY: u32 = 4;

@@ -13,6 +13,7 @@ pub mod gsp_boot;
 pub mod gsp_rpc;
 pub mod le;
 pub mod methods;
+pub mod mmu;
 pub mod page;
 pub mod pci;
 pub mod push;

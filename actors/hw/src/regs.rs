@@ -96,6 +96,27 @@ registers! {
     /// Usable VRAM in MiB (RM calls this alias NV_USABLE_FB_SIZE_IN_MB);
     /// the whole register is the value.
     NV_PGC6_AON_SECURE_SCRATCH_GROUP_42 @ 0x0011_83A4 {}
+    /// The MMU's TLB invalidate: TRIGGER starts it and reads back 0 once
+    /// done; ALL_PDB covers every VA space, else the one named in the two
+    /// PDB registers; ALL_VA every address. (The Turing layout, which RM,
+    /// nouveau and tinygrad use on every later chip.)
+    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE @ 0x00B8_30B0 {
+        all_va: 0:0,
+        all_pdb: 1:1,
+        hubtlb_only: 2:2,
+        sys_membar: 6:6,
+        trigger: 31:31,
+    }
+    /// The VA space an invalidate without ALL_PDB covers: its root's
+    /// address bits 39:12 in `addr` and 1 for host memory in `aperture`.
+    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB @ 0x00B8_30A0 {
+        aperture: 1:1,
+        addr: 31:4,
+    }
+    /// The root's address bits above 40.
+    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB @ 0x00B8_30A4 {
+        addr: 19:0,
+    }
     /// Non-zero `val` means a WPR2 region exists: firmware was booted on this
     /// power cycle and a reset must come before another boot.
     NV_PFB_PRI_MMU_WPR2_ADDR_HI @ 0x001F_A828 {

@@ -164,3 +164,144 @@ fn gsp_rpc_formats_match_the_oracle() {
         assert_eq!(r["offsets"][f].as_u64(), Some(at as u64), "{f}");
     }
 }
+
+#[test]
+fn mmu_v3_entries_match_the_oracle() {
+    use macuda_hw::mmu::{dual_pde, pde, pte, PdeAperture, PteAperture};
+    let o = oracle();
+    let m = &o["mmu_v3"];
+    let mut checked = 0;
+    for (entry, fields) in [
+        ("NV_MMU_VER3_PDE", pde::ALL),
+        ("NV_MMU_VER3_DUAL_PDE", dual_pde::ALL),
+        ("NV_MMU_VER3_PTE", pte::ALL),
+    ] {
+        for f in fields {
+            // [lo, hi], as the register fields.
+            let range = &m[entry]["fields"][f.name];
+            assert_eq!(
+                (range[0].as_u64(), range[1].as_u64()),
+                (Some(u64::from(f.lo)), Some(u64::from(f.hi))),
+                "{entry}.{}",
+                f.name
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 18);
+    let c = |name: &str| {
+        m["constants"][name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    assert_eq!(c("NV_MMU_VER3_PDE__SIZE"), pde::SIZE);
+    assert_eq!(c("NV_MMU_VER3_DUAL_PDE__SIZE"), dual_pde::SIZE);
+    assert_eq!(
+        c("NV_MMU_VER3_PDE_ADDRESS_SHIFT"),
+        u64::from(pde::ADDRESS_SHIFT)
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_DUAL_PDE_ADDRESS_SHIFT"),
+        u64::from(dual_pde::ADDRESS_SHIFT)
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_DUAL_PDE_ADDRESS_BIG_SHIFT"),
+        u64::from(dual_pde::ADDRESS_BIG_SHIFT)
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_ADDRESS_SHIFT"),
+        u64::from(pte::ADDRESS_SHIFT)
+    );
+    assert_eq!(
+        c("NV_MMU_PTE_KIND_GENERIC_MEMORY"),
+        pte::KIND_GENERIC_MEMORY
+    );
+    assert_eq!(c("NV_MMU_VER3_PTE_PCF_INVALID"), pte::PCF_INVALID);
+    assert_eq!(c("NV_MMU_VER3_PTE_PCF_SPARSE"), pte::PCF_SPARSE);
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_PCF_MAPPING_NOWHERE"),
+        pte::PCF_MAPPING_NOWHERE
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_PCF_NO_VALID_4KB_PAGE"),
+        pte::PCF_NO_VALID_4KB_PAGE
+    );
+    // Each flag of a valid PTE's PCF is the named value with only it set.
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_PCF_REGULAR_RW_ATOMIC_UNCACHED_ACE"),
+        pte::PCF_UNCACHED
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_PCF_PRIVILEGE_RW_ATOMIC_CACHED_ACE"),
+        pte::PCF_PRIVILEGE
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_PCF_REGULAR_RO_ATOMIC_CACHED_ACE"),
+        pte::PCF_READ_ONLY
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_PCF_REGULAR_RW_NO_ATOMIC_CACHED_ACE"),
+        pte::PCF_NO_ATOMIC
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_PTE_PCF_REGULAR_RW_ATOMIC_CACHED_ACD"),
+        pte::PCF_ACCESS_COUNTING_DISABLED
+    );
+    for (name, a) in [
+        ("INVALID", PdeAperture::Invalid),
+        ("VIDEO_MEMORY", PdeAperture::Video),
+        ("SYSTEM_COHERENT_MEMORY", PdeAperture::SystemCoherent),
+        ("SYSTEM_NON_COHERENT_MEMORY", PdeAperture::SystemNonCoherent),
+    ] {
+        assert_eq!(
+            c(&format!("NV_MMU_VER3_PDE_APERTURE_{name}")),
+            a.encode(),
+            "{name}"
+        );
+    }
+    for (name, a) in [
+        ("VIDEO_MEMORY", PteAperture::Video),
+        ("PEER_MEMORY", PteAperture::Peer),
+        ("SYSTEM_COHERENT_MEMORY", PteAperture::SystemCoherent),
+        ("SYSTEM_NON_COHERENT_MEMORY", PteAperture::SystemNonCoherent),
+    ] {
+        assert_eq!(
+            c(&format!("NV_MMU_VER3_PTE_APERTURE_{name}")),
+            a.encode(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_set_page_directory_payload_matches_the_oracle() {
+    use macuda_hw::gsp_rpc::set_page_directory as spd;
+    let o = oracle();
+    let s = &o["structs"]["rpc_set_page_directory_v1E_05"];
+    assert_eq!(s["size"].as_u64(), Some(spd::BYTES as u64));
+    for (f, at) in [
+        ("hClient", spd::H_CLIENT),
+        ("hDevice", spd::H_DEVICE),
+        ("params.physAddress", spd::PHYS_ADDRESS),
+        ("params.numEntries", spd::NUM_ENTRIES),
+        ("params.flags", spd::FLAGS),
+        ("params.hVASpace", spd::H_VA_SPACE),
+    ] {
+        assert_eq!(s["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+    let c = &o["constants"];
+    for (name, v) in [
+        ("VIDMEM", spd::APERTURE_VIDMEM),
+        ("SYSMEM_COH", spd::APERTURE_SYSMEM_COH),
+        ("SYSMEM_NONCOH", spd::APERTURE_SYSMEM_NONCOH),
+    ] {
+        let key = format!("NV0080_CTRL_DMA_SET_PAGE_DIRECTORY_FLAGS_APERTURE_{name}");
+        assert_eq!(c[&key].as_u64(), Some(u64::from(v)), "{key}");
+    }
+    let r = &o["bit_ranges"]["NV0080_CTRL_DMA_SET_PAGE_DIRECTORY_FLAGS_APERTURE"];
+    let (hi, lo) = (r[0].as_u64().unwrap(), r[1].as_u64().unwrap());
+    assert_eq!(
+        u64::from(spd::FLAGS_APERTURE_MASK),
+        ((1 << (hi - lo + 1)) - 1) << lo
+    );
+}

@@ -12,12 +12,15 @@ use crate::fsp::{Fsp, FspFailure};
 use crate::gsp_falcon::{GspFalcon, GspStage};
 use crate::gsp_rm::GspRm;
 use crate::host_memory::HostMemory;
+use crate::mmu::{Access, MmuFault, PageDirectory, PhysicalMemory, Target, Tlb, Walked};
 use crate::server::{Device, SharedMapping};
 use crate::vram::Vram;
 use macuda_hw::regs::{
     FSP_BOOT_COMPLETE, NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO,
     NV_PBUS_BAR1_BLOCK, NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO,
     NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
+    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE, NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB,
+    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
@@ -25,6 +28,10 @@ use std::time::Instant;
 /// BAR indices the card decodes.
 const BAR0: u32 = 0;
 const BAR1: u32 = 1;
+/// The invalidate PDB registers hold the root's address bits 39:12 (from
+/// bit 4) and 59:40.
+const INVALIDATE_PDB_SHIFT: u32 = 12;
+const INVALIDATE_UPPER_SHIFT: u32 = 40;
 /// BAR0 registers are 32 bits wide.
 const REGISTER_BYTES: u64 = 4;
 /// Shared mappings are scattered in segments of this size by default:
@@ -53,6 +60,31 @@ pub struct Card {
     /// Posted writes the card could not take, with why (no reply carries
     /// them).
     posted_errors: Vec<String>,
+    /// The MMU's TLB: translations kept until a driver invalidates them.
+    tlb: Tlb,
+}
+
+/// The card's memory as its MMU reads it: video memory, and host memory
+/// by bus address while bus mastering is on.
+struct CardPhysical<'a> {
+    vram: &'a Vram,
+    host: &'a HostMemory,
+    bus_master: bool,
+}
+
+impl PhysicalMemory for CardPhysical<'_> {
+    fn read_physical(&self, target: Target, address: u64, out: &mut [u8]) -> Result<(), String> {
+        match target {
+            Target::Video => self.vram.read(address, out).map_err(|e| e.to_string()),
+            Target::SystemCoherent | Target::SystemNonCoherent if self.bus_master => {
+                self.host.dma_read(address, out).map_err(|e| e.to_string())
+            }
+            Target::SystemCoherent | Target::SystemNonCoherent => {
+                Err(DmaError::BusMasterOff.to_string())
+            }
+            Target::Peer(id) => Err(format!("peer {id}: the card has no peers")),
+        }
+    }
 }
 
 impl Card {
@@ -75,6 +107,7 @@ impl Card {
             resets: 0,
             unmodelled: BTreeSet::new(),
             posted_errors: Vec::new(),
+            tlb: Tlb::default(),
             chip,
         }
     }
@@ -131,6 +164,64 @@ impl Card {
         &self.rm
     }
 
+    /// Translate `va` in the VA space rooted at `root` as the card's
+    /// engines do: through the TLB, then its page tables.
+    ///
+    /// # Errors
+    /// The fault the MMU reports.
+    pub fn translate(
+        &mut self,
+        root: PageDirectory,
+        va: u64,
+        access: Access,
+    ) -> Result<Walked, MmuFault> {
+        let mem = CardPhysical {
+            vram: &self.vram,
+            host: &self.host,
+            bus_master: self.config.bus_master(),
+        };
+        self.tlb.translate(&mem, root, va, access)
+    }
+
+    /// The MMU's TLB: what it keeps, and the stale translations it used.
+    pub fn tlb(&self) -> &Tlb {
+        &self.tlb
+    }
+
+    /// An MMU invalidate: every VA space, or the one the PDB registers
+    /// name; it completes at once (TRIGGER reads back 0).
+    fn invalidate(&mut self, value: u32) {
+        let inv = NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE(value);
+        if inv.trigger() == 0 {
+            return;
+        }
+        if inv.all_pdb() == 1 {
+            self.tlb.invalidate_all();
+        } else {
+            let reg = |a: u32| self.registers.get(&a).copied().unwrap_or(0);
+            let pdb = NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB(reg(
+                NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB::ADDR,
+            ));
+            let upper = NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB(reg(
+                NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB::ADDR,
+            ));
+            let address = (u64::from(upper.addr()) << INVALIDATE_UPPER_SHIFT)
+                | (u64::from(pdb.addr()) << INVALIDATE_PDB_SHIFT);
+            let target = if pdb.aperture() == 0 {
+                Target::Video
+            } else {
+                Target::SystemCoherent
+            };
+            self.tlb.invalidate(PageDirectory { target, address });
+            // The sim keeps host-memory roots as coherent; a driver that
+            // names one non-coherent means the same tables.
+            self.tlb.invalidate(PageDirectory {
+                target: Target::SystemNonCoherent,
+                address,
+            });
+        }
+    }
+
     /// Whether the card's own boot firmware is done since the last reset.
     pub fn booted(&self) -> bool {
         self.booted_at.elapsed() >= self.chip.boot_time
@@ -179,6 +270,15 @@ impl Card {
             NV_PMC_BOOT_0::ADDR
             | NV_PMC_BOOT_42::ADDR
             | NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR => {}
+            NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::ADDR => {
+                self.invalidate(value);
+                // Done at once: TRIGGER reads back clear.
+                let done = NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::FIELDS
+                    .iter()
+                    .find(|f| f.name == "trigger")
+                    .map_or(value, |f| f.set(value, 0));
+                self.registers.insert(address, done);
+            }
             a if a == self.chip.boot_status => {}
             _ => {
                 self.registers.insert(address, value);
@@ -370,6 +470,7 @@ impl Device for Card {
         self.fsp = Fsp::new(self.chip.trust.clone());
         self.gsp = GspFalcon::default();
         self.rm = GspRm::new(self.chip.classes);
+        self.tlb = Tlb::default();
         self.booted_at = Instant::now();
         self.resets += 1;
         Ok(())
@@ -439,6 +540,69 @@ impl Device for Card {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_mmu_walks_tables_in_video_memory_and_keeps_translations_until_invalidated() {
+        let mut card = Card::new(quick());
+        let root = PageDirectory {
+            target: Target::Video,
+            address: 0x1000,
+        };
+        // The worked example of reference/memory.md §1.9 (a); video memory
+        // starts as junk, so PD0's big half is written 0 as drivers do.
+        for (at, v) in [
+            (0x203090, 0),
+            (0x1000u64, 0x200012u64),
+            (0x200018, 0x201012),
+            (0x201028, 0x202012),
+            (0x202038, 0x203012),
+            (0x203098, 0x204012),
+            (0x204088, 0x1_2345_6601),
+        ] {
+            card.vram_mut().write(at, &v.to_le_bytes()).unwrap();
+        }
+        let va = 0x1_8140_E121_1ABC;
+        let Ok(Walked::Page(p)) = card.translate(root, va, Access::Read) else {
+            panic!("not mapped");
+        };
+        assert_eq!(p.physical(va), 0x1_2345_6ABC);
+        // Unmapped without an invalidate: still translated, and flagged.
+        card.vram_mut()
+            .write(0x204088, &0x600u64.to_le_bytes())
+            .unwrap();
+        assert!(card.translate(root, va, Access::Read).is_ok());
+        assert_eq!(card.tlb().stale_uses().len(), 1);
+        // An invalidate of another VA space leaves it; of this one (by its
+        // PDB, TRIGGER set) drops it, and TRIGGER reads back clear.
+        let pdb = |card: &mut Card, root: u64| {
+            card.write_register(
+                NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB::ADDR,
+                ((root >> INVALIDATE_PDB_SHIFT) << 4) as u32,
+            );
+            card.write_register(NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::ADDR, 1 << 31 | 1);
+        };
+        pdb(&mut card, 0x9000);
+        assert!(card.translate(root, va, Access::Read).is_ok());
+        pdb(&mut card, 0x1000);
+        let inv = card.read_register(NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::ADDR);
+        assert_eq!(NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE(inv).trigger(), 0);
+        let e = card.translate(root, va, Access::Read).unwrap_err();
+        assert_eq!(e.fault_type(), 2, "PTE");
+        assert_eq!(
+            card.tlb().stale_uses().len(),
+            2,
+            "one more before the right invalidate"
+        );
+        // Host memory is read only while bus mastering is on.
+        let sys_root = PageDirectory {
+            target: Target::SystemCoherent,
+            address: 0x100_0000_0000,
+        };
+        assert!(matches!(
+            card.translate(sys_root, va, Access::Read),
+            Err(MmuFault::Unreadable { .. })
+        ));
+    }
 
     fn quick() -> SimChip {
         SimChip {

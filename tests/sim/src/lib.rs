@@ -9,8 +9,12 @@
 //! out (shared mappings of at most 32 segments, server-side page lists),
 //! and the boot through the FSP: its EMEM queue, the chain of trust
 //! checked against the FMC image in host memory, the FMC's FB layout and
-//! WPR2, and the GSP's fence and lockdown release. GSP-RM, the MMU and the
-//! engines come next (reference/gsp.md section 9 lists what they must do).
+//! WPR2, and the GSP's fence and lockdown release; GSP-RM's queues and
+//! object tree; and MMU v3 (`mmu`): page tables walked from the root a
+//! driver hands GSP-RM, faults typed as the GPU reports them, and a TLB
+//! that keeps translations until the invalidate register is written and
+//! flags every stale use. The engines come next (reference/gsp.md
+//! section 9 lists what they must do).
 
 pub mod card;
 pub mod chip;
@@ -21,6 +25,7 @@ pub mod fsp;
 pub mod gsp_falcon;
 pub mod gsp_rm;
 pub mod host_memory;
+pub mod mmu;
 pub mod server;
 pub mod vram;
 

@@ -13,6 +13,8 @@
 
 use super::objects::{Kind, Objects};
 use crate::chip::RmClasses;
+use crate::mmu::{PageDirectory, Target};
+use macuda_hw::gsp_rpc::set_page_directory as spd;
 use macuda_hw::le::{put_u32 as put, u32_at};
 use macuda_hw::rm::status;
 
@@ -63,8 +65,6 @@ const CHANNEL_PARAMS: usize = 368;
 const DEVICE_INFO_TABLE_PARAMS: usize = 3212;
 const CONTEXT_BUFFERS_INFO_PARAMS: usize = 1664;
 const WORK_SUBMIT_TOKEN_PARAMS: usize = 4;
-/// `rpc_set_page_directory_v1E_05`.
-const SET_PAGE_DIRECTORY_BYTES: usize = 48;
 
 /// FIFO_GET_DEVICE_INFO_TABLE: entries of 100 bytes from offset 12; in
 /// each, engineData[2] is RM's engine type and [3] its runlist (RM's
@@ -85,8 +85,9 @@ const CONTEXT_BUFFER_ALIGN: u32 = 0x1000;
 #[derive(Default)]
 pub struct Calls {
     pub objects: Objects,
-    /// Page directories set: (client, VA space handle, root address).
-    pub page_directories: Vec<(u32, u32, u64)>,
+    /// Page directories set: (client, VA space handle, root), the latest
+    /// last; the engines walk a channel's VA space from its root.
+    pub page_directories: Vec<(u32, u32, PageDirectory)>,
     /// Channels by (client, handle): their channel ids, in order.
     pub channels: Vec<((u32, u32), u32)>,
     /// Context promotions taken (client, object, entries).
@@ -257,14 +258,29 @@ impl Calls {
 }
 
 impl Calls {
-    /// SET_PAGE_DIRECTORY (`rpc_set_page_directory_v1E_05`: hClient,
-    /// hDevice, pasid, then from 16 the params: physAddress, numEntries,
-    /// flags, hVASpace, ...).
-    pub fn set_page_directory(&mut self, payload: &[u8]) {
-        if payload.len() >= SET_PAGE_DIRECTORY_BYTES {
-            let root = u64::from_le_bytes(payload[16..24].try_into().expect("8 bytes"));
-            self.page_directories
-                .push((u32_at(payload, 0), u32_at(payload, 32), root));
+    /// SET_PAGE_DIRECTORY: the VA space's root, in the memory its flags
+    /// name. A payload too short, or an aperture RM does not define, is
+    /// not taken (RM's answer for both is an invalid argument).
+    pub fn set_page_directory(&mut self, payload: &[u8]) -> Result<(), u32> {
+        if payload.len() < spd::BYTES {
+            return Err(status::INVALID_ARGUMENT);
         }
+        let address = u64::from_le_bytes(
+            payload[spd::PHYS_ADDRESS..spd::PHYS_ADDRESS + 8]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        let target = match u32_at(payload, spd::FLAGS) & spd::FLAGS_APERTURE_MASK {
+            spd::APERTURE_VIDMEM => Target::Video,
+            spd::APERTURE_SYSMEM_COH => Target::SystemCoherent,
+            spd::APERTURE_SYSMEM_NONCOH => Target::SystemNonCoherent,
+            _ => return Err(status::INVALID_ARGUMENT),
+        };
+        self.page_directories.push((
+            u32_at(payload, spd::H_CLIENT),
+            u32_at(payload, spd::H_VA_SPACE),
+            PageDirectory { target, address },
+        ));
+        Ok(())
     }
 }

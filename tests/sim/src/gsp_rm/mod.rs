@@ -169,9 +169,11 @@ impl Rm {
                 self.outbox.push_back((cmd.function, st, reply));
             }
             function::SET_PAGE_DIRECTORY => {
-                self.calls.set_page_directory(&cmd.payload);
-                self.outbox
-                    .push_back((cmd.function, result::SUCCESS, cmd.payload));
+                let st = match self.calls.set_page_directory(&cmd.payload) {
+                    Ok(()) => result::SUCCESS,
+                    Err(e) => e,
+                };
+                self.outbox.push_back((cmd.function, st, cmd.payload));
             }
             function::UNLOADING_GUEST_DRIVER => {
                 self.calls.unloaded = true;
