@@ -9,37 +9,21 @@
 //! reading the streams alone cannot show.
 
 use macuda_hw::methods::{compute, copy, host};
-use macuda_hw::push::{MethodHeader, MethodKind};
 use macuda_hw::qmd::LaunchDescriptor;
 use macuda_submit::Submission;
 use std::collections::{HashMap, VecDeque};
 
-/// (method, data word) of every method in a push buffer, in order.
+/// (method, data word) of every method in a push buffer, in order (the
+/// simulated GPU's own header decoder, `macuda_sim::pbdma`).
 ///
 /// # Panics
 /// A word that is not a method header where one must be.
 pub fn methods(words: &[u32]) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let h = MethodHeader::decode(words[i]).expect("method header");
-        i += 1;
-        if h.kind() == MethodKind::Immediate {
-            out.push((h.method(), u32::from(h.count_or_data())));
-            continue;
-        }
-        let n = h.data_dwords();
-        for (k, &w) in words[i..i + n].iter().enumerate() {
-            let step = if h.kind() == MethodKind::Incrementing {
-                4 * k as u32
-            } else {
-                0
-            };
-            out.push((h.method() + step, w));
-        }
-        i += n;
-    }
-    out
+    macuda_sim::pbdma::decode(words)
+        .expect("a push buffer of ours decodes")
+        .into_iter()
+        .map(|c| (c.method, c.data))
+        .collect()
 }
 
 /// One thing an engine does.

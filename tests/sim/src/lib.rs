@@ -26,6 +26,7 @@ pub mod gsp_falcon;
 pub mod gsp_rm;
 pub mod host_memory;
 pub mod mmu;
+pub mod pbdma;
 pub mod server;
 pub mod vram;
 
