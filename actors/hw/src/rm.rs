@@ -795,6 +795,14 @@ pub struct MemoryDesc {
     pub cache_attrib: u32,
 }
 
+/// `NV_ADDRESS_SPACE`: where a [`MemoryDesc`] lies (RM's enum; the oracle
+/// does not carry it: tinygrad and nouveau describe video memory as 2 and
+/// host memory as 1 in the channel parameters they send GSP-RM).
+pub mod address_space {
+    pub const SYSMEM: u32 = 1;
+    pub const FBMEM: u32 = 2;
+}
+
 /// `NV_CHANNEL_ALLOC_PARAMS` (= NV_CHANNELGPFIFO_ALLOCATION_PARAMETERS).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

@@ -4,6 +4,7 @@
 //! which the card boots again by itself. It is the [`Device`] the TinyGPU
 //! server answers from.
 
+use crate::channel::{CardMemory, Channel, ChannelFault, Progress};
 use crate::chip::SimChip;
 use crate::config::ConfigSpace;
 use crate::dma::{CardDma, DmaError};
@@ -19,8 +20,8 @@ use macuda_hw::regs::{
     FSP_BOOT_COMPLETE, NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO,
     NV_PBUS_BAR1_BLOCK, NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO,
     NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
-    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE, NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB,
-    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB,
+    NV_VIRTUAL_FUNCTION_DOORBELL, NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE,
+    NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB, NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_UPPER_PDB,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
@@ -62,17 +63,37 @@ pub struct Card {
     posted_errors: Vec<String>,
     /// The MMU's TLB: translations kept until a driver invalidates them.
     tlb: Tlb,
+    /// Channels rung at least once, by channel id, and the fault that
+    /// stopped each that stopped.
+    channels: HashMap<u32, Channel>,
+    channel_faults: HashMap<u32, ChannelFault>,
 }
 
-/// The card's memory as its MMU reads it: video memory, and host memory
-/// by bus address while bus mastering is on.
-struct CardPhysical<'a> {
-    vram: &'a Vram,
-    host: &'a HostMemory,
+/// The card's memory as its MMU and engines reach it: video memory, and
+/// host memory by bus address while bus mastering is on.
+struct CardPort<'a> {
+    vram: &'a mut Vram,
+    host: &'a mut HostMemory,
     bus_master: bool,
 }
 
-impl PhysicalMemory for CardPhysical<'_> {
+impl CardMemory for CardPort<'_> {
+    fn write_physical(&mut self, target: Target, address: u64, data: &[u8]) -> Result<(), String> {
+        match target {
+            Target::Video => self.vram.write(address, data).map_err(|e| e.to_string()),
+            Target::SystemCoherent | Target::SystemNonCoherent if self.bus_master => self
+                .host
+                .dma_write(address, data)
+                .map_err(|e| e.to_string()),
+            Target::SystemCoherent | Target::SystemNonCoherent => {
+                Err(DmaError::BusMasterOff.to_string())
+            }
+            Target::Peer(id) => Err(format!("peer {id}: the card has no peers")),
+        }
+    }
+}
+
+impl PhysicalMemory for CardPort<'_> {
     fn read_physical(&self, target: Target, address: u64, out: &mut [u8]) -> Result<(), String> {
         match target {
             Target::Video => self.vram.read(address, out).map_err(|e| e.to_string()),
@@ -108,6 +129,8 @@ impl Card {
             unmodelled: BTreeSet::new(),
             posted_errors: Vec::new(),
             tlb: Tlb::default(),
+            channels: HashMap::new(),
+            channel_faults: HashMap::new(),
             chip,
         }
     }
@@ -175,12 +198,71 @@ impl Card {
         va: u64,
         access: Access,
     ) -> Result<Walked, MmuFault> {
-        let mem = CardPhysical {
-            vram: &self.vram,
-            host: &self.host,
+        let mem = CardPort {
+            vram: &mut self.vram,
+            host: &mut self.host,
             bus_master: self.config.bus_master(),
         };
         self.tlb.translate(&mem, root, va, access)
+    }
+
+    /// A channel the doorbell rang, as the engines left it.
+    pub fn channel(&self, chid: u32) -> Option<&Channel> {
+        self.channels.get(&chid)
+    }
+
+    /// The fault that stopped a channel, if one did.
+    pub fn channel_fault(&self, chid: u32) -> Option<&ChannelFault> {
+        self.channel_faults.get(&chid)
+    }
+
+    /// The doorbell: the channel whose token was written fetches its
+    /// GPFIFO (the sim's token is the channel id). A token RM never handed
+    /// out is ignored, as the card ignores one.
+    fn ring_doorbell(&mut self, token: u32) {
+        if !self.channels.contains_key(&token) {
+            let Some(p) = self.rm.calls().channel_params.get(&token).copied() else {
+                return;
+            };
+            let root = self.rm.calls().root_of(p.client, p.va_space);
+            let (Some(userd), Some(root)) = (p.userd, root) else {
+                self.channel_faults.insert(
+                    token,
+                    ChannelFault::Userd {
+                        address: 0,
+                        why: "the channel has no USERD in its allocation, or its VA space no page directory".into(),
+                    },
+                );
+                return;
+            };
+            self.channels
+                .insert(token, Channel::new(p.ring, p.entries, userd, root));
+        }
+        if let Some(ch) = self.channels.get_mut(&token) {
+            ch.ring();
+        }
+        self.run_channels();
+    }
+
+    /// Run every channel that is not stopped until it blocks or runs dry.
+    fn run_channels(&mut self) {
+        let clock = u64::try_from(self.booted_at.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let mut port = CardPort {
+            vram: &mut self.vram,
+            host: &mut self.host,
+            bus_master: self.config.bus_master(),
+        };
+        for (chid, ch) in &mut self.channels {
+            if self.channel_faults.contains_key(chid) {
+                continue;
+            }
+            match ch.run(&mut port, &mut self.tlb, clock) {
+                Ok(Progress::Idle | Progress::Blocked) => {}
+                Err(e) => {
+                    self.channel_faults.insert(*chid, e);
+                }
+            }
+        }
     }
 
     /// The MMU's TLB: what it keeps, and the stale translations it used.
@@ -270,6 +352,7 @@ impl Card {
             NV_PMC_BOOT_0::ADDR
             | NV_PMC_BOOT_42::ADDR
             | NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR => {}
+            NV_VIRTUAL_FUNCTION_DOORBELL::ADDR => self.ring_doorbell(value),
             NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE::ADDR => {
                 self.invalidate(value);
                 // Done at once: TRIGGER reads back clear.
@@ -330,6 +413,10 @@ impl Card {
         if running.is_some() {
             let mut dma = CardDma::new(&self.config, &mut self.host, &mut self.vram, &self.chip);
             self.rm.step(running, &mut dma);
+        }
+        // Blocked channels look at their semaphores again.
+        if !self.channels.is_empty() {
+            self.run_channels();
         }
     }
 
@@ -471,6 +558,8 @@ impl Device for Card {
         self.gsp = GspFalcon::default();
         self.rm = GspRm::new(self.chip.classes);
         self.tlb = Tlb::default();
+        self.channels.clear();
+        self.channel_faults.clear();
         self.booted_at = Instant::now();
         self.resets += 1;
         Ok(())

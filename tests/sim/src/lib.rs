@@ -17,6 +17,7 @@
 //! section 9 lists what they must do).
 
 pub mod card;
+pub mod channel;
 pub mod chip;
 pub mod config;
 pub mod dma;

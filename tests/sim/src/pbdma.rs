@@ -158,8 +158,8 @@ pub enum EngineStep {
     },
     /// A class bound on a subchannel.
     Bound { subchannel: u8, class: u32 },
-    /// A method for a subchannel with nothing bound, or a class the sim
-    /// does not play: what a real channel would fault on.
+    /// A method for a subchannel with nothing bound: what a real channel
+    /// faults on.
     Unbound { subchannel: u8, method: u32 },
 }
 
@@ -233,7 +233,9 @@ impl Pbdma {
             match self.bound(sc).map(role) {
                 Some(Role::Compute(version)) => self.compute(sc, c, version, &mut out),
                 Some(Role::Copy) => self.copy(sc, c, &mut out),
-                _ => out.push(EngineStep::Unbound {
+                // A class the sim does not play takes its methods unseen.
+                Some(Role::Other) => {}
+                None => out.push(EngineStep::Unbound {
                     subchannel: sc,
                     method: c.method,
                 }),
@@ -297,7 +299,9 @@ impl Pbdma {
                 let lines = self.reg(sc, compute::LINE_COUNT::BYTE_OFFSET).max(1);
                 // CAST: an inline upload is far below 4 GiB.
                 let len = (self.reg(sc, compute::LINE_LENGTH_IN::BYTE_OFFSET) * lines) as usize;
-                self.inline = Some((dst, len, Vec::with_capacity(len)));
+                // Capacity grows with the data that arrives, not with what a
+                // header claims.
+                self.inline = Some((dst, len, Vec::new()));
                 if len == 0 {
                     self.inline = None;
                 }

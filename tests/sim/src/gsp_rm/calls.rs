@@ -16,7 +16,9 @@ use crate::chip::RmClasses;
 use crate::mmu::{PageDirectory, Target};
 use macuda_hw::gsp_rpc::set_page_directory as spd;
 use macuda_hw::le::{put_u32 as put, u32_at};
-use macuda_hw::rm::status;
+use macuda_hw::rm::{address_space, status, ChannelAlloc, MemoryDesc};
+use std::collections::HashMap;
+use std::mem::offset_of;
 
 /// Offsets of `rpc_gsp_rm_alloc_v03_00` (then the parameters).
 mod alloc_at {
@@ -90,12 +92,60 @@ pub struct Calls {
     pub page_directories: Vec<(u32, u32, PageDirectory)>,
     /// Channels by (client, handle): their channel ids, in order.
     pub channels: Vec<((u32, u32), u32)>,
+    /// What each channel id was allocated with, for the engines.
+    pub channel_params: HashMap<u32, ChannelParams>,
     /// Context promotions taken (client, object, entries).
     pub promotions: Vec<(u32, u32, u32)>,
     pub unloaded: bool,
 }
 
+/// A channel as its allocation described it: what the engines need to run
+/// it (`NV_CHANNEL_ALLOC_PARAMS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelParams {
+    pub client: u32,
+    /// The ring's VA and its entries.
+    pub ring: u64,
+    pub entries: u32,
+    pub va_space: u32,
+    /// USERD, where `userdMem` put it (`None`: not described that way).
+    pub userd: Option<(Target, u64)>,
+}
+
+impl ChannelParams {
+    fn from_alloc(client: u32, p: &[u8]) -> ChannelParams {
+        let u64_at = |at: usize| {
+            p.get(at..at + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        let userd_at = offset_of!(ChannelAlloc, userd_mem);
+        let base = u64_at(userd_at + offset_of!(MemoryDesc, base));
+        let space = u32_at(p, userd_at + offset_of!(MemoryDesc, address_space));
+        let userd = match space {
+            address_space::FBMEM => Some((Target::Video, base)),
+            address_space::SYSMEM => Some((Target::SystemCoherent, base)),
+            _ => None,
+        };
+        ChannelParams {
+            client,
+            ring: u64_at(offset_of!(ChannelAlloc, gp_fifo_offset)),
+            entries: u32_at(p, offset_of!(ChannelAlloc, gp_fifo_entries)),
+            va_space: u32_at(p, offset_of!(ChannelAlloc, h_va_space)),
+            userd,
+        }
+    }
+}
+
 impl Calls {
+    /// The root of the VA space `va_space` of `client`, as last set.
+    pub fn root_of(&self, client: u32, va_space: u32) -> Option<PageDirectory> {
+        self.page_directories
+            .iter()
+            .rev()
+            .find(|(c, v, _)| *c == client && *v == va_space)
+            .map(|(_, _, r)| *r)
+    }
+
     /// GSP_RM_ALLOC: the reply's result and payload.
     pub fn alloc(&mut self, classes: &RmClasses, payload: &[u8]) -> (u32, Vec<u8>) {
         let mut reply = payload.to_vec();
@@ -125,6 +175,9 @@ impl Calls {
                         if classes.kind_of(class) == Some(Kind::Channel) {
                             let chid = self.channels.len() as u32;
                             self.channels.push(((client, object), chid));
+                            let p = &payload[alloc_at::BYTES..];
+                            self.channel_params
+                                .insert(chid, ChannelParams::from_alloc(client, p));
                         }
                         0
                     }
