@@ -13,8 +13,11 @@
 //! object tree; and MMU v3 (`mmu`): page tables walked from the root a
 //! driver hands GSP-RM, faults typed as the GPU reports them, and a TLB
 //! that keeps translations until the invalidate register is written and
-//! flags every stale use. The engines come next (reference/gsp.md
-//! section 9 lists what they must do).
+//! flags every stale use; and the engines behind the doorbell (`pbdma`,
+//! `channel`): GPFIFO and push buffers fetched through the MMU, host
+//! semaphores, copies and fills, QMD chains walked. Fault reporting
+//! through RM and fault injection come next (reference/gsp.md section 9
+//! lists what the card must do).
 
 pub mod card;
 pub mod channel;
