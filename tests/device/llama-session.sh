@@ -11,9 +11,10 @@
 #
 # until it exits 0 (done); it exits 3 at once on a fresh machine (the last
 # one was given back), where this script must run again. Results in OUT
-# (default device-out): gpu.txt, kernel_rm.txt, bench-gpu.txt,
+# (default device-out): extras.tgz (gpu.txt, kernel_rm.txt, bench-gpu.txt,
 # cublas-order.txt and cublas-order.tgz, kernel-chain.txt, case-cost.txt,
-# gate.tgz, summary.txt, progress.txt.
+# chain-variants.txt, graph-capture.txt: one archive, as a device command
+# brings back at most eight files), gate.tgz, summary.txt, progress.txt.
 #
 # SESSION_EXTRAS names the measurements beside the gate (default: all):
 #   bench-gpu     macuda bench gpu, ours beside NVIDIA's loop and graph,
@@ -23,6 +24,10 @@
 #   gpu-tests     tests/tests/gpu.rs and kernel_rm.rs, during the build
 #   cublas-order  the router sgemm's summation order, during the build
 #   kernel-chain  a decode token's shape (kernel-chain.sh), during the build
+#   chain-variants  our chain settings beside stock on small kernels
+#                 (chain-variants.sh), during the build
+#   graph-capture what libcuda submits to replay a CUDA graph of three
+#                 kernels, its QMD chain followed (capture-cuda --graph 3)
 # A session short of device time names fewer, so the gate ends in it.
 set -u
 cd "$(dirname "$0")/../.."
@@ -31,7 +36,7 @@ mkdir -p "$out"
 if [ -e target/travel.tgz ]; then
   tar xzf target/travel.tgz || { echo "target/travel.tgz does not unpack"; exit 1; }
 fi
-extras=" ${SESSION_EXTRAS:-bench-gpu case-cost gpu-tests cublas-order kernel-chain} "
+extras=" ${SESSION_EXTRAS:-bench-gpu case-cost gpu-tests cublas-order kernel-chain chain-variants graph-capture} "
 wants() { [[ $extras == *" $1 "* ]]; }
 fresh=yes
 [ -e "${GATE_OUT:-/tmp/macuda-gate}/progress.txt" ] && fresh=no
@@ -96,5 +101,26 @@ if wants kernel-chain; then
   timeout --kill-after=5 200 bash tests/device/kernel-chain.sh /tmp/macuda-kernel-chain >/dev/null 2>&1
   cp /tmp/macuda-kernel-chain/kernel-chain.txt "$out/kernel-chain.txt" 2>/dev/null
   cat "$out/kernel-chain.txt" 2>/dev/null
+fi
+# Our chain settings, each beside stock (chain-variants.sh).
+if wants chain-variants; then
+  timeout --kill-after=5 200 bash tests/device/chain-variants.sh /tmp/macuda-chain-variants 400 200 8 264 >/dev/null 2>&1
+  cp /tmp/macuda-chain-variants/chain-variants.txt "$out/chain-variants.txt" 2>/dev/null
+  cat "$out/chain-variants.txt" 2>/dev/null
+fi
+# How libcuda replays a graph: its push and the QMD chain it uploaded.
+if wants graph-capture; then
+  timeout --kill-after=5 60 target/device/capture-cuda tests/cuda/fixtures/vector_add.sm_90.cubin vector_add \
+    --grid 8 --block 256 --int 2048 --graph 3 >"$out/graph-capture.txt" 2>&1
+  echo "graph capture: exit $? ($(grep -c '^# QMD at' "$out/graph-capture.txt") QMDs followed)"
+fi
+# One archive for the extras (a device command brings back eight files).
+extra_files=()
+for f in gpu.txt kernel_rm.txt bench-gpu.txt cublas-order.txt cublas-order.tgz kernel-chain.txt \
+  case-cost.txt chain-variants.txt graph-capture.txt; do
+  [ -e "$out/$f" ] && extra_files+=("$f")
+done
+if [ ${#extra_files[@]} -gt 0 ] && tar czf "$out/extras.tgz" -C "$out" "${extra_files[@]}"; then
+  (cd "$out" && rm -f "${extra_files[@]}")
 fi
 bash tests/llama/gate-wait.sh "${WAIT:-240}" "$out"
