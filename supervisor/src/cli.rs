@@ -102,6 +102,10 @@ enum SimWhat {
         /// most 32 segments a mapping, as the macOS extension lists).
         #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(4..=1_048_576))]
         segment_kib: u64,
+        /// A fault to inject at start (repeatable): drop-doorbell:N,
+        /// corrupt-reply:N, hang-engines, fault-address:VA, off-the-bus.
+        #[arg(long = "fault")]
+        faults: Vec<macuda_sim::faults::DeviceFault>,
     },
 }
 
@@ -233,6 +237,7 @@ pub fn run(
                     chip,
                     boot_ms,
                     segment_kib,
+                    faults,
                 },
         } => {
             let s = crate::sim_serve::SimServe {
@@ -240,6 +245,7 @@ pub fn run(
                 chip,
                 boot: Duration::from_millis(boot_ms),
                 segment_bytes: segment_kib << 10,
+                faults,
             };
             match crate::sim_serve::serve(s, out) {
                 Ok(()) => status::OK,

@@ -19,6 +19,8 @@ pub struct SimServe {
     pub boot: Duration,
     /// Shared mappings are scattered in segments of this many bytes.
     pub segment_bytes: u64,
+    /// Faults injected at start (`macuda_sim::faults`).
+    pub faults: Vec<macuda_sim::faults::DeviceFault>,
 }
 
 /// Serve until Ctrl-C. An error says why nothing could be served (an
@@ -28,12 +30,18 @@ pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
         return Err(format!("--chip {}: the sim plays gb202 or gh100", s.chip));
     };
     chip.boot_time = s.boot;
-    let card = Card::with_segments(chip.clone(), s.segment_bytes);
+    let mut card = Card::with_segments(chip.clone(), s.segment_bytes);
+    for f in &s.faults {
+        card.inject(*f);
+    }
     let server = Server::start(&s.listen, card)
         .map_err(|e| format!("cannot serve on {}: {e}", word(&s.listen)))?;
     ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst))
         .map_err(|e| format!("cannot take Ctrl-C: {e}"))?;
     let _ = writeln!(out, "{}", describe(&chip, &server.device_word()));
+    for f in &s.faults {
+        let _ = writeln!(out, "sim: fault injected: {f:?}");
+    }
     let _ = writeln!(out, "sim: serving until Ctrl-C");
     let _ = out.flush();
     server.run_until(&STOP);

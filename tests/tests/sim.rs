@@ -153,7 +153,15 @@ fn macuda_sim_serve_serves_until_interrupted() {
         assert!(status.success());
     }
     let mut child = Command::new(&bin)
-        .args(["sim", "serve", "tcp:0", "--boot-ms", "50"])
+        .args([
+            "sim",
+            "serve",
+            "tcp:0",
+            "--boot-ms",
+            "50",
+            "--fault",
+            "drop-doorbell:3",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -180,6 +188,11 @@ fn macuda_sim_serve_serves_until_interrupted() {
     assert_eq!(status.code(), Some(0));
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|l| l == "sim: stopped"), "{rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l == "sim: fault injected: DropDoorbell { nth: 3 }"),
+        "{rest:?}"
+    );
 }
 
 #[test]
@@ -190,4 +203,10 @@ fn sim_serve_refuses_a_chip_it_does_not_play_and_a_bad_listen_word() {
     let (code, _, err) = run(&["sim", "serve", "udp:1"]);
     assert_eq!(code, 2);
     assert!(err.contains("unix:PATH or tcp:PORT"), "{err}");
+    let (code, _, err) = run(&["sim", "serve", "tcp:0", "--fault", "melt"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("drop-doorbell:N") && err.contains("off-the-bus"),
+        "{err}"
+    );
 }

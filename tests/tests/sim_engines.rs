@@ -282,3 +282,68 @@ fn a_channel_rung_through_the_doorbell_fills_memory_and_releases_its_semaphore()
     assert!(server.device().channel(77).is_none());
     assert!(server.device().channel_fault(77).is_none());
 }
+
+/// The token of the channel `channel_world` made (its first: 0), a
+/// 64-bit release of `value` at `sem_at` queued as entry `n`, and the
+/// doorbell rung.
+fn release(t: &mut TinyGpuTransport, n: u32, sem_at: u64, value: u64) {
+    let exec = host::SEM_EXECUTE::OPERATION_RELEASE | host::SEM_EXECUTE::PAYLOAD_SIZE_64BIT << 24;
+    let w = inc(
+        0,
+        host::SEM_ADDR_LO::BYTE_OFFSET,
+        &[sem_at as u32, 0, value as u32, (value >> 32) as u32, exec],
+    );
+    submit(t, n, VA + 0x1000 * u64::from(n + 1), &w, 0);
+}
+
+#[test]
+fn a_dropped_doorbell_leaves_the_work_queued_until_the_next_one() {
+    use macuda_sim::faults::DeviceFault;
+    let (server, _dir, mut t, _q) = channel_world();
+    let sem_at = VA + 0x3_0000;
+    bar1_write(&mut t, sem_at - VA + PA, &[0; 8]);
+    server.device().inject(DeviceFault::DropDoorbell { nth: 1 });
+    release(&mut t, 0, sem_at, 5);
+    // Ticks go by: nothing fetches an entry without a doorbell.
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(bar1_read(&mut t, sem_at - VA + PA, 8), [0; 8]);
+    assert_eq!(server.device().faults().struck.len(), 1);
+    t.mmio_write32(u64::from(NV_VIRTUAL_FUNCTION_DOORBELL::ADDR), 0)
+        .unwrap();
+    assert!(wait_for(&mut t, sem_at - VA + PA, &5u64.to_le_bytes()));
+}
+
+#[test]
+fn hung_engines_run_nothing_and_an_injected_address_faults_in_the_mmu() {
+    use macuda_sim::faults::DeviceFault;
+    let (server, _dir, mut t, _q) = channel_world();
+    let sem_at = VA + 0x3_0000;
+    bar1_write(&mut t, sem_at - VA + PA, &[0; 8]);
+    server.device().inject(DeviceFault::HangEngines);
+    release(&mut t, 0, sem_at, 6);
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(bar1_read(&mut t, sem_at - VA + PA, 8), [0; 8], "hung");
+    assert!(
+        server.device().channel_fault(0).is_none(),
+        "hung is not faulted"
+    );
+    // A fresh card: the semaphore's page faults, whatever the tables say.
+    let (server, _dir, mut t, _q) = channel_world();
+    server
+        .device()
+        .inject(DeviceFault::FaultAddress { va: sem_at });
+    release(&mut t, 0, sem_at, 7);
+    bar1_read(&mut t, USERD, 4);
+    let end = Instant::now() + PATIENCE;
+    let fault = loop {
+        if let Some(f) = server.device().channel_fault(0).cloned() {
+            break f;
+        }
+        assert!(Instant::now() < end, "no fault");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert!(
+        matches!(&fault, ChannelFault::Mmu { engine: "host (semaphore)", fault } if fault.fault_type() == 2),
+        "{fault}"
+    );
+}

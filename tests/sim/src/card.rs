@@ -8,6 +8,7 @@ use crate::channel::{CardMemory, Channel, ChannelFault, Progress};
 use crate::chip::SimChip;
 use crate::config::ConfigSpace;
 use crate::dma::{CardDma, DmaError};
+use crate::faults::{DeviceFault, FaultPlan};
 use crate::fmc::FmcBoot;
 use crate::fsp::{Fsp, FspFailure};
 use crate::gsp_falcon::{GspFalcon, GspStage};
@@ -67,6 +68,8 @@ pub struct Card {
     /// stopped each that stopped.
     channels: HashMap<u32, Channel>,
     channel_faults: HashMap<u32, ChannelFault>,
+    /// Faults injected (`Card::inject`).
+    faults: FaultPlan,
 }
 
 /// The card's memory as its MMU and engines reach it: video memory, and
@@ -131,6 +134,7 @@ impl Card {
             tlb: Tlb::default(),
             channels: HashMap::new(),
             channel_faults: HashMap::new(),
+            faults: FaultPlan::default(),
             chip,
         }
     }
@@ -206,6 +210,21 @@ impl Card {
         self.tlb.translate(&mem, root, va, access)
     }
 
+    /// Inject a fault, to strike as [`DeviceFault`] says.
+    pub fn inject(&mut self, f: DeviceFault) {
+        match f {
+            DeviceFault::FaultAddress { va } => self.tlb.poison(va),
+            DeviceFault::CorruptReply { nth } => self.rm.corrupt_message(nth),
+            _ => {}
+        }
+        self.faults.arm(f);
+    }
+
+    /// What was injected, and what of it struck.
+    pub fn faults(&self) -> &FaultPlan {
+        &self.faults
+    }
+
     /// A channel the doorbell rang, as the engines left it.
     pub fn channel(&self, chid: u32) -> Option<&Channel> {
         self.channels.get(&chid)
@@ -220,6 +239,9 @@ impl Card {
     /// GPFIFO (the sim's token is the channel id). A token RM never handed
     /// out is ignored, as the card ignores one.
     fn ring_doorbell(&mut self, token: u32) {
+        if self.faults.drops_doorbell() {
+            return;
+        }
         if !self.channels.contains_key(&token) {
             let Some(p) = self.rm.calls().channel_params.get(&token).copied() else {
                 return;
@@ -246,6 +268,9 @@ impl Card {
 
     /// Run every channel that is not stopped until it blocks or runs dry.
     fn run_channels(&mut self) {
+        if self.faults.hung {
+            return;
+        }
         let clock = u64::try_from(self.booted_at.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let mut port = CardPort {
             vram: &mut self.vram,
@@ -404,6 +429,10 @@ impl Card {
     /// Time passes: a finished boot releases the BAR firewall, and a
     /// running GSP takes what the host queued.
     fn settle(&mut self) {
+        // A card off the bus does nothing at all.
+        if self.faults.off_bus {
+            return;
+        }
         if self.booted() {
             self.config.set_firewall(false);
         }
@@ -544,10 +573,17 @@ impl Device for Card {
     }
 
     fn config_read(&mut self, offset: u64, width: u64) -> Result<u64, String> {
+        if self.faults.off_bus {
+            // Every bit set, in the width asked for.
+            return Ok(u64::MAX >> (64 - 8 * width.clamp(1, 8)));
+        }
         self.config.read(offset, width)
     }
 
     fn config_write(&mut self, offset: u64, width: u64, value: u64) -> Result<(), String> {
+        if self.faults.off_bus {
+            return Ok(());
+        }
         self.config.write(offset, width, value)
     }
 
@@ -560,12 +596,17 @@ impl Device for Card {
         self.tlb = Tlb::default();
         self.channels.clear();
         self.channel_faults.clear();
+        self.faults.reset();
         self.booted_at = Instant::now();
         self.resets += 1;
         Ok(())
     }
 
     fn mmio_read(&mut self, bar: u32, offset: u64, out: &mut [u8]) -> Result<(), String> {
+        if self.faults.off_bus {
+            out.fill(0xFF);
+            return Ok(());
+        }
         match bar {
             BAR0 => {
                 self.bar0_check(offset, out.len())?;
@@ -584,6 +625,9 @@ impl Device for Card {
     }
 
     fn mmio_write(&mut self, bar: u32, offset: u64, data: &[u8]) {
+        if self.faults.off_bus {
+            return;
+        }
         let done = match bar {
             BAR0 => self
                 .bar0_check(offset, data.len())

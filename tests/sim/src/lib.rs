@@ -24,6 +24,7 @@ pub mod channel;
 pub mod chip;
 pub mod config;
 pub mod dma;
+pub mod faults;
 pub mod fmc;
 pub mod fsp;
 pub mod gsp_falcon;

@@ -317,6 +317,8 @@ pub struct StaleUse {
 pub struct Tlb {
     cached: HashMap<(PageDirectory, u64), Walked>,
     stale: Vec<StaleUse>,
+    /// Pages (VA >> 12) every access faults on: an injected fault.
+    poisoned: std::collections::HashSet<u64>,
 }
 
 impl Tlb {
@@ -330,6 +332,12 @@ impl Tlb {
         access: Access,
     ) -> Result<Walked, MmuFault> {
         let key = (root, va >> pte::ADDRESS_SHIFT);
+        if self.poisoned.contains(&key.1) {
+            return Err(MmuFault::Pte {
+                va,
+                level: "an injected fault",
+            });
+        }
         let now = walk(mem, root, va);
         if let Some(&cached) = self.cached.get(&key) {
             if now.as_ref() != Ok(&cached) {
@@ -347,6 +355,11 @@ impl Tlb {
         self.cached.insert(key, w);
         permitted(w, va, access)?;
         Ok(w)
+    }
+
+    /// Inject a fault: every access to the page holding `va` faults.
+    pub fn poison(&mut self, va: u64) {
+        self.poisoned.insert(va >> pte::ADDRESS_SHIFT);
     }
 
     /// Forget every translation (`MMU_INVALIDATE` with ALL_PDB).

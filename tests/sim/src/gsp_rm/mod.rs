@@ -44,6 +44,9 @@ enum Stage {
 pub struct GspRm {
     stage: Stage,
     rm: Rm,
+    /// An injected fault: the message that goes out with a bad checksum
+    /// (counting down; 1 is the next).
+    corrupt_in: Option<u32>,
 }
 
 /// What GSP-RM holds and has been told, apart from the queues.
@@ -75,7 +78,14 @@ impl GspRm {
                 init_done: false,
                 commands: Vec::new(),
             },
+            corrupt_in: None,
         }
+    }
+
+    /// Inject a fault: the `nth` message from now goes out with a checksum
+    /// that does not fold to zero, as a corrupted reply would arrive.
+    pub fn corrupt_message(&mut self, nth: u32) {
+        self.corrupt_in = Some(nth);
     }
 
     /// The object tree and what the calls recorded.
@@ -122,9 +132,13 @@ impl GspRm {
         };
         loop {
             while let Some((f, r, p)) = self.rm.outbox.front() {
-                if !queues.post(dma, *f, *r, p)? {
+                // Counted only once the message has room to go out.
+                let mut countdown = self.corrupt_in;
+                let corrupt = crate::faults::FaultPlan::count(&mut countdown);
+                if !queues.post(dma, *f, *r, p, corrupt)? {
                     return Ok(());
                 }
+                self.corrupt_in = countdown;
                 self.rm.outbox.pop_front();
             }
             let Some(cmd) = queues.next_command(dma)? else {

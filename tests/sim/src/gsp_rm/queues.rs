@@ -265,12 +265,14 @@ impl Queues {
 
     /// Post a message (a reply, under its command's function, or an
     /// event). `Ok(false)` when the host has not left room for it yet.
+    /// `corrupt`: the checksum goes out wrong (an injected fault).
     pub fn post(
         &mut self,
         dma: &mut dyn Dma,
         function: u32,
         result: u32,
         payload: &[u8],
+        corrupt: bool,
     ) -> Result<bool, QueueFault> {
         let (cmd, stat) = (self.block.cmd_offset, self.block.stat_offset);
         let length = rpc_header::BYTES + payload.len();
@@ -299,7 +301,7 @@ impl Queues {
         put(&mut msg, r + rpc_header::RPC_RESULT, result);
         put(&mut msg, r + rpc_header::RPC_RESULT_PRIVATE, result);
         msg[r + rpc_header::BYTES..r + length].copy_from_slice(payload);
-        let sum = gsp_rpc::checksum(&msg[..r + length]);
+        let sum = gsp_rpc::checksum(&msg[..r + length]) ^ u32::from(corrupt);
         put(&mut msg, element::CHECKSUM, sum);
         for (i, chunk) in msg.chunks(MSG_SIZE as usize).enumerate() {
             let slot = (write_ptr + i as u32) % MSG_COUNT;
