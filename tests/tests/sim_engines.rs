@@ -7,12 +7,12 @@
 //! semaphore, all seen back through BAR1; a ring entry that points where
 //! nothing is mapped stops the channel with the MMU's fault.
 
-use macuda_hw::gsp_rpc::{function, set_page_directory as spd};
+use macuda_hw::gsp_rpc::{event, function, rc_triggered as rc, set_page_directory as spd};
 use macuda_hw::methods::{copy, host};
 use macuda_hw::mmu::{dual_pde, pde, pte, PdeAperture};
 use macuda_hw::push::{GpEntry, MethodHeader, SUBCHANNEL_COPY, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::regs::NV_VIRTUAL_FUNCTION_DOORBELL;
-use macuda_hw::rm::{address_space, class, ChannelAlloc, MemoryDesc};
+use macuda_hw::rm::{address_space, class, ChannelAlloc, MemoryDesc, XID_MMU_FAULT};
 use macuda_pci::enable_bus_master;
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_pci::Transport;
@@ -274,6 +274,21 @@ fn a_channel_rung_through_the_doorbell_fills_memory_and_releases_its_semaphore()
     assert!(
         matches!(&fault, ChannelFault::Mmu { engine: "host (push buffer)", fault } if fault.fault_type() == 0),
         "{fault}"
+    );
+    // GSP-RM tells the driver: RC_TRIGGERED with the channel, Xid 31, the
+    // address and the fault's type.
+    let m = q.receive(&mut t, PATIENCE).expect("RC_TRIGGERED");
+    assert_eq!(m.function, event::RC_TRIGGERED);
+    let word = |at: usize| u32::from_le_bytes(m.payload[at..at + 4].try_into().unwrap());
+    assert_eq!(
+        (
+            word(rc::CHID),
+            word(rc::EXCEPT_TYPE),
+            word(rc::MMU_FAULT_ADDR_LO),
+            word(rc::MMU_FAULT_ADDR_HI),
+            word(rc::MMU_FAULT_TYPE)
+        ),
+        (token, XID_MMU_FAULT, 0x7000_0000, 0, 0)
     );
     // A token RM never handed out is ignored.
     t.mmio_write32(u64::from(NV_VIRTUAL_FUNCTION_DOORBELL::ADDR), 77)

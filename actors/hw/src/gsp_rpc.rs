@@ -111,6 +111,19 @@ pub mod set_page_directory {
     pub const APERTURE_SYSMEM_NONCOH: u32 = 2;
 }
 
+/// `rpc_rc_triggered_v17_02`: GSP-RM telling the driver a channel hit a
+/// robust-channel error (RC_TRIGGERED's payload; a journal follows).
+pub mod rc_triggered {
+    pub const ENGINE_TYPE: usize = 0;
+    pub const CHID: usize = 4;
+    /// The Xid.
+    pub const EXCEPT_TYPE: usize = 16;
+    pub const MMU_FAULT_ADDR_LO: usize = 28;
+    pub const MMU_FAULT_ADDR_HI: usize = 32;
+    pub const MMU_FAULT_TYPE: usize = 36;
+    pub const BYTES: usize = 48;
+}
+
 pub mod function {
     pub const NOP: u32 = 0;
     pub const ALLOC_MEMORY: u32 = 4;

@@ -712,12 +712,15 @@ pub const NOTIFICATION_STATUS_ERROR: u16 = 0xFFFF;
 pub const XID_GR_EXCEPTION: u32 = 13;
 /// `ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT`: an MMU fault.
 pub const XID_MMU_FAULT: u32 = 31;
+/// `ROBUST_CHANNEL_PBDMA_ERROR`: the host could not run the channel's
+/// pushes (a bad GP entry or method).
+pub const XID_PBDMA_ERROR: u32 = 32;
 
 /// Robust-channel error numbers (the Xids RM logs), from `nverror.h`.
 pub const XIDS: &[(u32, &str)] = &[
     (XID_GR_EXCEPTION, "ROBUST_CHANNEL_GR_EXCEPTION"),
     (XID_MMU_FAULT, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"),
-    (32, "PBDMA_ERROR"),
+    (XID_PBDMA_ERROR, "PBDMA_ERROR"),
     (43, "RESETCHANNEL_VERIF_ERROR"),
     (45, "PREEMPTIVE_REMOVAL"),
     (48, "GPU_ECC_DBE"),

@@ -305,3 +305,21 @@ fn the_set_page_directory_payload_matches_the_oracle() {
         ((1 << (hi - lo + 1)) - 1) << lo
     );
 }
+
+#[test]
+fn the_rc_triggered_payload_matches_the_oracle() {
+    use macuda_hw::gsp_rpc::rc_triggered as rc;
+    let o = oracle();
+    let s = &o["structs"]["rpc_rc_triggered_v17_02"];
+    assert_eq!(s["size"].as_u64(), Some(rc::BYTES as u64));
+    for (f, at) in [
+        ("nv2080EngineType", rc::ENGINE_TYPE),
+        ("chid", rc::CHID),
+        ("exceptType", rc::EXCEPT_TYPE),
+        ("mmuFaultAddrLo", rc::MMU_FAULT_ADDR_LO),
+        ("mmuFaultAddrHi", rc::MMU_FAULT_ADDR_HI),
+        ("mmuFaultType", rc::MMU_FAULT_TYPE),
+    ] {
+        assert_eq!(s["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+}

@@ -17,6 +17,7 @@ use crate::host_memory::HostMemory;
 use crate::mmu::{Access, MmuFault, PageDirectory, PhysicalMemory, Target, Tlb, Walked};
 use crate::server::{Device, SharedMapping};
 use crate::vram::Vram;
+use macuda_hw::gsp_rpc::event;
 use macuda_hw::regs::{
     FSP_BOOT_COMPLETE, NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO,
     NV_PBUS_BAR1_BLOCK, NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO,
@@ -30,6 +31,25 @@ use std::time::Instant;
 /// BAR indices the card decodes.
 const BAR0: u32 = 0;
 const BAR1: u32 = 1;
+/// RC_TRIGGERED's payload for a channel stopped by `fault`: the engine,
+/// the channel, the Xid, and for an MMU fault its address and type.
+fn rc_triggered(chid: u32, fault: &ChannelFault) -> Vec<u8> {
+    use macuda_hw::gsp_rpc::rc_triggered as rc;
+    use macuda_hw::le::put_u32;
+    let mut p = vec![0u8; rc::BYTES];
+    let (xid, mmu) = fault.xid();
+    put_u32(&mut p, rc::ENGINE_TYPE, macuda_hw::rm::ENGINE_TYPE_GR0);
+    put_u32(&mut p, rc::CHID, chid);
+    put_u32(&mut p, rc::EXCEPT_TYPE, xid);
+    if let Some((va, kind)) = mmu {
+        // CAST: the two halves of the address.
+        put_u32(&mut p, rc::MMU_FAULT_ADDR_LO, va as u32);
+        put_u32(&mut p, rc::MMU_FAULT_ADDR_HI, (va >> 32) as u32);
+        put_u32(&mut p, rc::MMU_FAULT_TYPE, kind);
+    }
+    p
+}
+
 /// The invalidate PDB registers hold the root's address bits 39:12 (from
 /// bit 4) and 59:40.
 const INVALIDATE_PDB_SHIFT: u32 = 12;
@@ -284,6 +304,9 @@ impl Card {
             match ch.run(&mut port, &mut self.tlb, clock) {
                 Ok(Progress::Idle | Progress::Blocked) => {}
                 Err(e) => {
+                    // RM tells the driver, as GSP-RM does: RC_TRIGGERED.
+                    self.rm
+                        .post_event(event::RC_TRIGGERED, rc_triggered(*chid, &e));
                     self.channel_faults.insert(*chid, e);
                 }
             }

@@ -11,6 +11,7 @@ use crate::mmu::{Access, MmuFault, PageDirectory, PhysicalMemory, Target, Tlb, W
 use crate::pbdma::{decode, EngineStep, Pbdma, PushError};
 use macuda_hw::push::{GpEntry, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::qmd::{self, LaunchDescriptor, QmdVersion, StructureSize};
+use macuda_hw::rm;
 use std::collections::VecDeque;
 
 /// A GPFIFO entry's size in bytes.
@@ -52,6 +53,26 @@ pub enum ChannelFault {
 /// The most one copy-engine launch may move in the sim: a push buffer
 /// asking for more is taken as broken rather than allocated for.
 pub const COPY_LIMIT: u64 = 1 << 30;
+
+impl ChannelFault {
+    /// The robust-channel error (Xid) RM reports for it, and for an MMU
+    /// fault the address and `NV_PFAULT_FAULT_TYPE_*`.
+    pub fn xid(&self) -> (u32, Option<(u64, u32)>) {
+        match self {
+            ChannelFault::Mmu { fault, .. } => {
+                (rm::XID_MMU_FAULT, Some((fault.va(), fault.fault_type())))
+            }
+            ChannelFault::Qmd { .. } | ChannelFault::EndlessChain { .. } => {
+                (rm::XID_GR_EXCEPTION, None)
+            }
+            ChannelFault::Userd { .. }
+            | ChannelFault::GpEntry { .. }
+            | ChannelFault::Push { .. }
+            | ChannelFault::Unbound { .. }
+            | ChannelFault::CopyTooLarge { .. } => (rm::XID_PBDMA_ERROR, None),
+        }
+    }
+}
 
 /// A kernel launch as the compute engine took it.
 #[derive(Debug, Clone, PartialEq)]

@@ -109,6 +109,19 @@ pub enum MmuFault {
 }
 
 impl MmuFault {
+    /// The address that faulted.
+    pub fn va(&self) -> u64 {
+        match self {
+            MmuFault::VaLimit { va }
+            | MmuFault::Pde { va, .. }
+            | MmuFault::PdeSize { va, .. }
+            | MmuFault::Pte { va, .. }
+            | MmuFault::Unreadable { va, .. }
+            | MmuFault::ReadOnly { va }
+            | MmuFault::Atomic { va } => *va,
+        }
+    }
+
     /// The fault's `NV_PFAULT_FAULT_TYPE_*` value, as the fault buffer and
     /// the debugger's fault info carry it.
     pub fn fault_type(&self) -> u32 {

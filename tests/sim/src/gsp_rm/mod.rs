@@ -82,6 +82,14 @@ impl GspRm {
         }
     }
 
+    /// An event for the host (RC_TRIGGERED, say), queued behind the
+    /// replies already waiting.
+    pub fn post_event(&mut self, function: u32, payload: Vec<u8>) {
+        self.rm
+            .outbox
+            .push_back((function, result::SUCCESS, payload));
+    }
+
     /// Inject a fault: the `nth` message from now goes out with a checksum
     /// that does not fold to zero, as a corrupted reply would arrive.
     pub fn corrupt_message(&mut self, nth: u32) {
