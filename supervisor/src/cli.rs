@@ -6,9 +6,7 @@ use crate::report::CrashReport;
 use crate::workload;
 use clap::{Parser, Subcommand};
 use macuda_core::{error_chain, FaultAction, FaultPlan};
-use macuda_pci::{
-    clear_bus_master, enable_memory_space, open_transport, read_identity, record_to, DeviceSpec,
-};
+use macuda_pci::{clear_bus_master, enable_memory_space, read_identity, record_to, DeviceSpec};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -494,7 +492,7 @@ fn info(
         }
         return kernel_info(index, out, err);
     }
-    let opened = open_transport(&spec).and_then(|o| match &record {
+    let opened = crate::opener::opener_for(&spec).and_then(|o| match &record {
         Some(path) => record_to(o, path),
         None => Ok(o),
     });

@@ -8,7 +8,7 @@ use macuda_core::{
 use macuda_gsp::{DeviceInfo, GspError, GspHandle};
 use macuda_loader::{LoaderError, LoaderHandle};
 use macuda_memory::{MemoryError, MemoryHandle};
-use macuda_pci::{open_transport, DeviceSpec, Opener, PciError, PciHandle};
+use macuda_pci::{DeviceSpec, Opener, PciError, PciHandle};
 use macuda_submit::{SubmitError, SubmitHandle};
 use parking_lot::Mutex;
 use std::path::PathBuf;
@@ -326,7 +326,7 @@ impl Host {
         }
         let opener = match &config.opener {
             Some(o) => Arc::clone(o),
-            None => open_transport(&spec)?,
+            None => crate::opener::opener_for(&spec)?,
         };
         let opener = match &config.record {
             Some(path) => macuda_pci::record_to(opener, path)?,

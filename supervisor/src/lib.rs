@@ -14,7 +14,9 @@ pub mod gpu_bench;
 mod host;
 mod layers;
 mod monitor;
+mod opener;
 pub mod report;
+mod sim_device;
 mod sim_serve;
 pub mod workload;
 

@@ -46,6 +46,9 @@ pub fn open_transport(spec: &DeviceSpec) -> Result<Arc<dyn Opener>, PciError> {
         // GPU, so nothing here takes the one-process lock.
         DeviceSpec::Kernel { index } => return Ok(Arc::new(KernelModuleOpener::new(*index))),
         DeviceSpec::Auto => ("auto (resolve it first)", "device selection"),
+        // The simulated card lives in a crate above this one: the
+        // supervisor starts it and hands the Host its opener.
+        DeviceSpec::Sim { .. } => ("sim (started by the supervisor)", "the Host's start"),
     };
     Err(PciError::NotBuilt {
         backend,

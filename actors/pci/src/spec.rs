@@ -25,10 +25,15 @@ pub enum DeviceSpec {
     Replay {
         trace: PathBuf,
     },
+    /// A simulated card (`macuda_sim`) served in this process over the
+    /// TinyGPU protocol; `chip` names it (gb202 when absent).
+    Sim {
+        chip: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad device `{input}`: {why} (expected null, auto, tinygpu[:SOCKET], remote:HOST:PORT, sysfs:BDF, kernel[:N] or replay:TRACE)")]
+#[error("bad device `{input}`: {why} (expected null, auto, tinygpu[:SOCKET], remote:HOST:PORT, sysfs:BDF, kernel[:N], replay:TRACE or sim[:CHIP])")]
 pub struct ParseDeviceError {
     pub input: String,
     pub why: &'static str,
@@ -78,6 +83,10 @@ impl FromStr for DeviceSpec {
             ("replay", Some(p)) if !p.is_empty() => Ok(DeviceSpec::Replay {
                 trace: PathBuf::from(p),
             }),
+            ("sim", None) => Ok(DeviceSpec::Sim { chip: None }),
+            ("sim", Some(c)) if !c.is_empty() => Ok(DeviceSpec::Sim {
+                chip: Some(c.to_string()),
+            }),
             _ => Err(bad("unknown or incomplete device")),
         }
     }
@@ -94,6 +103,8 @@ impl fmt::Display for DeviceSpec {
             DeviceSpec::Sysfs { bdf } => write!(f, "sysfs:{bdf}"),
             DeviceSpec::Kernel { index } => write!(f, "kernel:{index}"),
             DeviceSpec::Replay { trace } => write!(f, "replay:{}", trace.display()),
+            DeviceSpec::Sim { chip: None } => f.write_str("sim"),
+            DeviceSpec::Sim { chip: Some(c) } => write!(f, "sim:{c}"),
         }
     }
 }
@@ -185,6 +196,17 @@ mod tests {
                 trace: "boot.trace".into()
             })
         );
+        assert_eq!("sim".parse(), Ok(DeviceSpec::Sim { chip: None }));
+        assert_eq!(
+            "sim:gh100".parse(),
+            Ok(DeviceSpec::Sim {
+                chip: Some("gh100".into())
+            })
+        );
+        assert!("sim:".parse::<DeviceSpec>().is_err());
+        for s in ["sim", "sim:gh100"] {
+            assert_eq!(s.parse::<DeviceSpec>().unwrap().to_string(), s);
+        }
     }
 
     #[test]

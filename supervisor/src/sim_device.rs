@@ -1,0 +1,65 @@
+//! `--device sim[:CHIP]`: a simulated card (`macuda_sim`) started in this
+//! process on a free port of 127.0.0.1 and opened over the TinyGPU
+//! protocol as a remote card is, so the same transport, boot and RM code
+//! run against it. The server lives as long as the opener (the Host's).
+//! `auto` does not pick it yet: our own boot of a card (issue 15) is what
+//! makes a simulated card useful to the rest of the stack.
+
+use macuda_pci::tinygpu::TinyGpuOpener;
+use macuda_pci::{Opener, PciError, Transport, TRANSPORT_TIMEOUT};
+use macuda_sim::{Card, Listen, Server, SimChip};
+use std::sync::Arc;
+
+/// The chip `--device sim` plays when none is named.
+pub const DEFAULT_CHIP: &str = "gb202";
+
+/// An opener onto a simulated card it serves itself.
+pub struct SimOpener {
+    inner: TinyGpuOpener,
+    chip: SimChip,
+    _server: Server<Card>,
+}
+
+impl SimOpener {
+    /// Start a simulated `chip` (gb202 when `None`).
+    ///
+    /// # Errors
+    /// A chip the sim does not play, or no port to serve it on.
+    pub fn start(chip: Option<&str>) -> Result<Arc<dyn Opener>, PciError> {
+        let name = chip.unwrap_or(DEFAULT_CHIP);
+        let chip = SimChip::by_name(name).ok_or(PciError::Unsupported {
+            backend: "sim",
+            what: "that chip (it plays gb202 or gh100)",
+        })?;
+        let server = Server::start(&Listen::Tcp(0), Card::new(chip.clone())).map_err(|source| {
+            PciError::Connect {
+                what: "a port on 127.0.0.1 to serve the simulated card on".into(),
+                source,
+            }
+        })?;
+        let inner = TinyGpuOpener::new(server.endpoint(), TRANSPORT_TIMEOUT);
+        Ok(Arc::new(SimOpener {
+            inner,
+            chip,
+            _server: server,
+        }))
+    }
+}
+
+impl Opener for SimOpener {
+    fn describe(&self) -> String {
+        format!(
+            "a simulated {} served in this process ({})",
+            self.chip.name.to_uppercase(),
+            self.inner.describe()
+        )
+    }
+
+    fn open(&self) -> Result<Box<dyn Transport>, PciError> {
+        self.inner.open()
+    }
+
+    fn end_session(&self) -> Result<Option<String>, PciError> {
+        self.inner.end_session()
+    }
+}
