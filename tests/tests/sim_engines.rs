@@ -12,7 +12,10 @@ use macuda_hw::methods::{copy, host};
 use macuda_hw::mmu::{dual_pde, pde, pte, PdeAperture};
 use macuda_hw::push::{GpEntry, MethodHeader, SUBCHANNEL_COPY, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::regs::NV_VIRTUAL_FUNCTION_DOORBELL;
-use macuda_hw::rm::{address_space, class, ChannelAlloc, MemoryDesc, XID_MMU_FAULT};
+use macuda_hw::rm::{
+    address_space, class, ChannelAlloc, MemoryDesc, Notification, ENGINE_TYPE_GR0,
+    NOTIFICATION_STATUS_ERROR, XID_MMU_FAULT,
+};
 use macuda_pci::enable_bus_master;
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_pci::Transport;
@@ -34,6 +37,8 @@ const ROOT: u64 = 0x1000;
 const VA: u64 = 0x2000_0000;
 const PA: u64 = 0x20_0000;
 const USERD: u64 = 0x8000;
+/// The channel's error notifier, in video memory.
+const NOTIFIER: u64 = 0x9000;
 const BAR1: u32 = 1;
 
 fn bar1_write(t: &mut TinyGpuTransport, at: u64, data: &[u8]) {
@@ -84,6 +89,14 @@ fn channel_params() -> Vec<u8> {
     put_u32(
         &mut p,
         userd + offset_of!(MemoryDesc, address_space),
+        address_space::FBMEM,
+    );
+    let notifier = offset_of!(ChannelAlloc, error_notifier_mem);
+    put_u64(&mut p, notifier + offset_of!(MemoryDesc, base), NOTIFIER);
+    put_u64(&mut p, notifier + offset_of!(MemoryDesc, size), 0x1000);
+    put_u32(
+        &mut p,
+        notifier + offset_of!(MemoryDesc, address_space),
         address_space::FBMEM,
     );
     p
@@ -137,7 +150,7 @@ fn channel_world() -> (
     let (r, _) = call(&mut q, &mut t, function::SET_PAGE_DIRECTORY, &spd_payload);
     assert_eq!(r, 0);
     // Video memory starts as junk: every table page is zeroed first.
-    for page in [0x1000u64, 0x2000, 0x3000, 0x4000, 0x5000, USERD] {
+    for page in [0x1000u64, 0x2000, 0x3000, 0x4000, 0x5000, USERD, NOTIFIER] {
         bar1_write(&mut t, page, &[0; 4096]);
     }
     let table = |at: u64| -> [u8; 8] {
@@ -274,6 +287,22 @@ fn a_channel_rung_through_the_doorbell_fills_memory_and_releases_its_semaphore()
     assert!(
         matches!(&fault, ChannelFault::Mmu { engine: "host (push buffer)", fault } if fault.fault_type() == 0),
         "{fault}"
+    );
+    // RM wrote the channel's error notifier: Xid 31 on the graphics
+    // engine, the status last.
+    let slot = bar1_read(&mut t, NOTIFIER, std::mem::size_of::<Notification>());
+    let field = |at: usize, n: usize| slot[at..at + n].to_vec();
+    assert_eq!(
+        field(offset_of!(Notification, info32), 4),
+        XID_MMU_FAULT.to_le_bytes()
+    );
+    assert_eq!(
+        field(offset_of!(Notification, info16), 2),
+        (ENGINE_TYPE_GR0 as u16).to_le_bytes()
+    );
+    assert_eq!(
+        field(offset_of!(Notification, status), 2),
+        NOTIFICATION_STATUS_ERROR.to_le_bytes()
     );
     // GSP-RM tells the driver: RC_TRIGGERED with the channel, Xid 31, the
     // address and the fault's type.

@@ -50,6 +50,26 @@ fn rc_triggered(chid: u32, fault: &ChannelFault) -> Vec<u8> {
     p
 }
 
+/// The error notifier's slot for `fault` (`NvNotification`), in two
+/// parts: the time stamp, then the Xid, engine type and status, which RM
+/// writes last.
+fn notification(clock_ns: u64, fault: &ChannelFault) -> (Vec<u8>, Vec<u8>) {
+    use macuda_hw::rm::{Notification, NOTIFICATION_STATUS_ERROR};
+    use std::mem::offset_of;
+    let (xid, _) = fault.xid();
+    let time = clock_ns.to_le_bytes().to_vec();
+    let mut rest =
+        vec![0u8; std::mem::size_of::<Notification>() - offset_of!(Notification, info32)];
+    let at = |f: usize| f - offset_of!(Notification, info32);
+    rest[at(offset_of!(Notification, info32))..][..4].copy_from_slice(&xid.to_le_bytes());
+    // CAST: NV2080 engine types fit 16 bits.
+    rest[at(offset_of!(Notification, info16))..][..2]
+        .copy_from_slice(&(macuda_hw::rm::ENGINE_TYPE_GR0 as u16).to_le_bytes());
+    rest[at(offset_of!(Notification, status))..][..2]
+        .copy_from_slice(&NOTIFICATION_STATUS_ERROR.to_le_bytes());
+    (time, rest)
+}
+
 /// The invalidate PDB registers hold the root's address bits 39:12 (from
 /// bit 4) and 59:40.
 const INVALIDATE_PDB_SHIFT: u32 = 12;
@@ -304,7 +324,26 @@ impl Card {
             match ch.run(&mut port, &mut self.tlb, clock) {
                 Ok(Progress::Idle | Progress::Blocked) => {}
                 Err(e) => {
-                    // RM tells the driver, as GSP-RM does: RC_TRIGGERED.
+                    // RM tells the driver, as GSP-RM does: the channel's
+                    // error notifier, then RC_TRIGGERED.
+                    let notifier = self
+                        .rm
+                        .calls()
+                        .channel_params
+                        .get(chid)
+                        .and_then(|p| p.error_notifier);
+                    if let Some((target, at)) = notifier {
+                        let (time, rest) = notification(clock, &e);
+                        // The status word last, as RM writes it.
+                        let written = port.write_physical(target, at, &time).and_then(|()| {
+                            port.write_physical(target, at + time.len() as u64, &rest)
+                        });
+                        if let Err(why) = written {
+                            tracing::warn!(
+                                "the sim could not write channel {chid}'s error notifier: {why}"
+                            );
+                        }
+                    }
                     self.rm
                         .post_event(event::RC_TRIGGERED, rc_triggered(*chid, &e));
                     self.channel_faults.insert(*chid, e);

@@ -110,6 +110,8 @@ pub struct ChannelParams {
     pub va_space: u32,
     /// USERD, where `userdMem` put it (`None`: not described that way).
     pub userd: Option<(Target, u64)>,
+    /// Where RM writes the channel's error (`errorNotifierMem`).
+    pub error_notifier: Option<(Target, u64)>,
 }
 
 impl ChannelParams {
@@ -118,20 +120,24 @@ impl ChannelParams {
             p.get(at..at + 8)
                 .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
         };
-        let userd_at = offset_of!(ChannelAlloc, userd_mem);
-        let base = u64_at(userd_at + offset_of!(MemoryDesc, base));
-        let space = u32_at(p, userd_at + offset_of!(MemoryDesc, address_space));
-        let userd = match space {
-            address_space::FBMEM => Some((Target::Video, base)),
-            address_space::SYSMEM => Some((Target::SystemCoherent, base)),
-            _ => None,
+        // A memory descriptor: where its base lies, if it names memory.
+        let described = |at: usize| {
+            let base = u64_at(at + offset_of!(MemoryDesc, base));
+            match u32_at(p, at + offset_of!(MemoryDesc, address_space)) {
+                address_space::FBMEM => Some((Target::Video, base)),
+                address_space::SYSMEM => Some((Target::SystemCoherent, base)),
+                _ => None,
+            }
         };
+        let userd = described(offset_of!(ChannelAlloc, userd_mem));
+        let error_notifier = described(offset_of!(ChannelAlloc, error_notifier_mem));
         ChannelParams {
             client,
             ring: u64_at(offset_of!(ChannelAlloc, gp_fifo_offset)),
             entries: u32_at(p, offset_of!(ChannelAlloc, gp_fifo_entries)),
             va_space: u32_at(p, offset_of!(ChannelAlloc, h_va_space)),
             userd,
+            error_notifier,
         }
     }
 }
