@@ -130,11 +130,11 @@ fn a_wrong_element_count_stops_gsp_rm() {
 fn functions_it_does_not_play_are_answered_with_unknown_function() {
     let (_server, _dir, mut t, mut q) = booted(init_messages);
     q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
-    q.send(&mut t, function::GET_GSP_STATIC_INFO, &[0; 16]);
+    q.send(&mut t, function::ALLOC_MEMORY, &[0; 16]);
     let m = q.receive(&mut t, PATIENCE).expect("a reply");
     assert_eq!(
         (m.function, m.result),
-        (function::GET_GSP_STATIC_INFO, result::RPC_UNKNOWN_FUNCTION)
+        (function::ALLOC_MEMORY, result::RPC_UNKNOWN_FUNCTION)
     );
 }
 
@@ -391,5 +391,48 @@ fn set_page_directory_records_the_root_in_the_memory_its_flags_name() {
                 }
             ),
         ]
+    );
+}
+
+#[test]
+fn static_info_names_the_card_its_fb_below_the_firmware_and_gsp_rms_own_objects() {
+    use macuda_hw::gsp_rpc::static_info::{self as si, fb_regions as r};
+    use macuda_hw::le::{u32_at, u64_at};
+    let (server, _dir, mut t, mut q) = booted(init_messages);
+    q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
+    q.send(&mut t, function::GET_GSP_STATIC_INFO, &[0; 4]);
+    let m = q.receive(&mut t, PATIENCE).expect("the static info");
+    assert_eq!((m.function, m.result), (function::GET_GSP_STATIC_INFO, 0));
+    let p = m.payload;
+    assert_eq!(p.len(), si::BYTES);
+    let name = &p[si::GPU_NAME_STRING..si::GPU_NAME_STRING + si::NAME_BYTES];
+    assert!(name.starts_with(b"NVIDIA GeForce RTX 5090\0"), "{name:?}");
+    let vram = server.device().chip().vram_bytes();
+    assert_eq!(u64_at(&p, si::FB_LENGTH), vram);
+    let regions = si::FB_REGION_INFO;
+    assert_eq!(u32_at(&p, regions + r::COUNT), 1);
+    let limit = u64_at(&p, regions + r::FIRST + r::LIMIT);
+    let (_, boot) = server.device().gsp();
+    let fw_lowest = boot.expect("the FMC ran").layout.non_wpr_heap_offset;
+    assert_eq!(
+        limit,
+        fw_lowest - 1,
+        "the driver's FB ends below the firmware's"
+    );
+    assert!(limit < vram);
+    // GSP-RM's own subdevice takes controls like any other.
+    let sub = u32_at(&p, si::H_INTERNAL_SUBDEVICE);
+    let client = u32_at(&p, si::H_INTERNAL_CLIENT);
+    let (r, _, _) = call(
+        &mut q,
+        &mut t,
+        function::GSP_RM_CONTROL,
+        &control(client, sub, 0x2080_FFFF, &[]),
+        12,
+    );
+    assert_eq!(
+        r,
+        macuda_hw::rm::status::NOT_SUPPORTED,
+        "found, and the command refused"
     );
 }

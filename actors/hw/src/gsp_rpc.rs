@@ -124,6 +124,41 @@ pub mod rc_triggered {
     pub const BYTES: usize = 48;
 }
 
+/// `GspStaticConfigInfo_t`: GET_GSP_STATIC_INFO's reply, what GSP-RM
+/// knows of the card once it runs (the parts a driver reads).
+pub mod static_info {
+    pub const FB_REGION_INFO: usize = 344;
+    pub const FB_LENGTH: usize = 1224;
+    pub const L2_CACHE_SIZE: usize = 1256;
+    /// NUL-terminated, 64 bytes each.
+    pub const GPU_NAME_STRING: usize = 1260;
+    pub const GPU_SHORT_NAME_STRING: usize = 1324;
+    pub const NAME_BYTES: usize = 64;
+    /// GSP-RM's own client, device and subdevice, for its internal
+    /// controls.
+    pub const H_INTERNAL_CLIENT: usize = 1600;
+    pub const H_INTERNAL_DEVICE: usize = 1604;
+    pub const H_INTERNAL_SUBDEVICE: usize = 1608;
+    pub const BYTES: usize = 1656;
+
+    /// `NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS`: a count, then up
+    /// to 16 regions of 48 bytes from byte 8.
+    pub mod fb_regions {
+        pub const COUNT: usize = 0;
+        pub const FIRST: usize = 8;
+        pub const MAX: usize = 16;
+        pub const BYTES: usize = 776;
+        /// One region: base and limit (inclusive), performance, and
+        /// whether it takes compressed and ISO surfaces.
+        pub const BASE: usize = 0;
+        pub const LIMIT: usize = 8;
+        pub const PERFORMANCE: usize = 24;
+        pub const SUPPORT_COMPRESSED: usize = 28;
+        pub const SUPPORT_ISO: usize = 29;
+        pub const REGION_BYTES: usize = 48;
+    }
+}
+
 pub mod function {
     pub const NOP: u32 = 0;
     pub const ALLOC_MEMORY: u32 = 4;

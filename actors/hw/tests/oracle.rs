@@ -323,3 +323,43 @@ fn the_rc_triggered_payload_matches_the_oracle() {
         assert_eq!(s["offsets"][f].as_u64(), Some(at as u64), "{f}");
     }
 }
+
+#[test]
+fn the_static_info_reply_matches_the_oracle() {
+    use macuda_hw::gsp_rpc::static_info::{self as si, fb_regions as r};
+    let o = oracle();
+    let s = &o["structs"]["GspStaticConfigInfo_t"];
+    assert_eq!(s["size"].as_u64(), Some(si::BYTES as u64));
+    for (f, at) in [
+        ("fbRegionInfoParams", si::FB_REGION_INFO),
+        ("fb_length", si::FB_LENGTH),
+        ("l2_cache_size", si::L2_CACHE_SIZE),
+        ("gpuNameString", si::GPU_NAME_STRING),
+        ("gpuShortNameString", si::GPU_SHORT_NAME_STRING),
+        ("hInternalClient", si::H_INTERNAL_CLIENT),
+        ("hInternalDevice", si::H_INTERNAL_DEVICE),
+        ("hInternalSubdevice", si::H_INTERNAL_SUBDEVICE),
+    ] {
+        assert_eq!(s["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+    assert_eq!(
+        si::GPU_SHORT_NAME_STRING - si::GPU_NAME_STRING,
+        si::NAME_BYTES
+    );
+    let p = &o["structs"]["NV2080_CTRL_CMD_FB_GET_FB_REGION_INFO_PARAMS"];
+    assert_eq!(p["size"].as_u64(), Some(r::BYTES as u64));
+    assert_eq!(p["offsets"]["numFBRegions"].as_u64(), Some(r::COUNT as u64));
+    assert_eq!(p["offsets"]["fbRegion"].as_u64(), Some(r::FIRST as u64));
+    assert_eq!(r::FIRST + r::MAX * r::REGION_BYTES, r::BYTES);
+    let e = &o["structs"]["NV2080_CTRL_CMD_FB_GET_FB_REGION_FB_REGION_INFO"];
+    assert_eq!(e["size"].as_u64(), Some(r::REGION_BYTES as u64));
+    for (f, at) in [
+        ("base", r::BASE),
+        ("limit", r::LIMIT),
+        ("performance", r::PERFORMANCE),
+        ("supportCompressed", r::SUPPORT_COMPRESSED),
+        ("supportISO", r::SUPPORT_ISO),
+    ] {
+        assert_eq!(e["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+}

@@ -163,7 +163,7 @@ impl Card {
             config: ConfigSpace::power_on(&chip),
             fsp: Fsp::new(chip.trust.clone()),
             gsp: GspFalcon::default(),
-            rm: GspRm::new(chip.classes),
+            rm: GspRm::new(&chip),
             registers: HashMap::new(),
             vram: Vram::new(chip.vram_bytes()),
             host: HostMemory::new(segment_bytes),
@@ -654,7 +654,7 @@ impl Device for Card {
         self.registers.clear();
         self.fsp = Fsp::new(self.chip.trust.clone());
         self.gsp = GspFalcon::default();
-        self.rm = GspRm::new(self.chip.classes);
+        self.rm = GspRm::new(&self.chip);
         self.tlb = Tlb::default();
         self.channels.clear();
         self.channel_faults.clear();

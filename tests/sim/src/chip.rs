@@ -67,6 +67,10 @@ pub struct SimChip {
     pub bars: [Option<Bar>; 6],
     /// Video memory, in MiB (what NV_PGC6_AON_SECURE_SCRATCH_GROUP_42 reads).
     pub vram_mib: u32,
+    /// What GSP-RM calls the card (GSP_STATIC_INFO's name string).
+    pub marketing_name: &'static str,
+    /// Its L2 cache, in bytes.
+    pub l2_bytes: u32,
     /// Where the FSP's boot status reads FSP_BOOT_COMPLETE when booted.
     pub boot_status: u32,
     /// The BAR firewall bit in config space: (offset, bit), on GB20x.
@@ -124,6 +128,8 @@ impl SimChip {
     pub fn gb202() -> SimChip {
         SimChip {
             name: "gb202",
+            marketing_name: "NVIDIA GeForce RTX 5090",
+            l2_bytes: 96 << 20,
             device_id: 0x2B85,
             class_and_revision: 0x0300_00A1,
             subsystem: 0x2B85_10DE,
@@ -151,6 +157,8 @@ impl SimChip {
     pub fn gh100() -> SimChip {
         SimChip {
             name: "gh100",
+            marketing_name: "NVIDIA H100 PCIe",
+            l2_bytes: 50 << 20,
             device_id: 0x2331,
             class_and_revision: 0x0302_00A1,
             subsystem: 0x1626_10DE,

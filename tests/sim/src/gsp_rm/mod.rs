@@ -9,17 +9,19 @@
 mod calls;
 pub mod objects;
 mod queues;
+pub mod static_info;
 
 pub use calls::Calls;
 
 pub use queues::{Command, QueueFault};
 
-use crate::chip::RmClasses;
+use crate::chip::{RmClasses, SimChip};
 use crate::dma::Dma;
-use crate::fmc::FmcBoot;
+use crate::fmc::{FmcBoot, WprLayout};
 use macuda_hw::gsp_rpc::{self, event, function, libos_region, result, rm_args};
 use macuda_hw::le::{u32_at, u64_at};
 use queues::{Queues, SharedBlock};
+use static_info::CardFacts;
 use std::collections::VecDeque;
 
 /// `GspSystemInfo`'s size (the oracle's).
@@ -52,6 +54,10 @@ pub struct GspRm {
 /// What GSP-RM holds and has been told, apart from the queues.
 struct Rm {
     classes: RmClasses,
+    /// What GET_GSP_STATIC_INFO tells of the card.
+    facts: CardFacts,
+    /// Where the FMC laid the FB out (known once GSP-RM links).
+    layout: Option<WprLayout>,
     /// The object tree and what the calls on it recorded.
     calls: Calls,
     /// Messages to the host waiting for room in the status queue.
@@ -65,13 +71,17 @@ struct Rm {
 }
 
 impl GspRm {
-    /// GSP-RM of a chip whose engines are `classes`.
-    pub fn new(classes: RmClasses) -> GspRm {
+    /// GSP-RM of `chip`, with its own client, device and subdevice made.
+    pub fn new(chip: &SimChip) -> GspRm {
+        let mut calls = Calls::default();
+        static_info::make_internal_objects(&mut calls.objects, &chip.classes);
         GspRm {
             stage: Stage::Down,
             rm: Rm {
-                classes,
-                calls: Calls::default(),
+                classes: chip.classes,
+                facts: CardFacts::of(chip),
+                layout: None,
+                calls,
                 outbox: VecDeque::new(),
                 system_info: false,
                 registry: Vec::new(),
@@ -134,6 +144,7 @@ impl GspRm {
             let Some(boot) = boot else { return Ok(()) };
             let block = find_shared_block(&*dma, boot.boot_args)?;
             self.stage = Stage::Up(Queues::link(dma, block)?);
+            self.rm.layout = Some(boot.layout);
         }
         let Stage::Up(queues) = &mut self.stage else {
             return Ok(());
@@ -196,6 +207,11 @@ impl Rm {
                     Err(e) => e,
                 };
                 self.outbox.push_back((cmd.function, st, cmd.payload));
+            }
+            function::GET_GSP_STATIC_INFO => {
+                let reply = static_info::reply(&self.facts, self.layout.as_ref());
+                self.outbox
+                    .push_back((cmd.function, result::SUCCESS, reply));
             }
             function::UNLOADING_GUEST_DRIVER => {
                 self.calls.unloaded = true;
