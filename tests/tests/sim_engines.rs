@@ -12,9 +12,10 @@ use macuda_hw::methods::{copy, host};
 use macuda_hw::mmu::{dual_pde, pde, pte, PdeAperture};
 use macuda_hw::push::{GpEntry, MethodHeader, SUBCHANNEL_COPY, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::regs::NV_VIRTUAL_FUNCTION_DOORBELL;
+use macuda_hw::rm::control::DEBUG_READ_MMU_FAULT_INFO;
 use macuda_hw::rm::{
-    address_space, class, ChannelAlloc, MemoryDesc, Notification, ENGINE_TYPE_GR0,
-    NOTIFICATION_STATUS_ERROR, XID_MMU_FAULT,
+    address_space, class, ChannelAlloc, MemoryDesc, MmuFaultEntry, Notification, ReadMmuFaultInfo,
+    ENGINE_TYPE_GR0, NOTIFICATION_STATUS_ERROR, XID_MMU_FAULT,
 };
 use macuda_pci::enable_bus_master;
 use macuda_pci::tinygpu::TinyGpuTransport;
@@ -285,7 +286,7 @@ fn a_channel_rung_through_the_doorbell_fills_memory_and_releases_its_semaphore()
         std::thread::sleep(Duration::from_millis(2));
     };
     assert!(
-        matches!(&fault, ChannelFault::Mmu { engine: "host (push buffer)", fault } if fault.fault_type() == 0),
+        matches!(&fault, ChannelFault::Mmu { engine: "host (push buffer)", fault, .. } if fault.fault_type() == 0),
         "{fault}"
     );
     // RM wrote the channel's error notifier: Xid 31 on the graphics
@@ -372,7 +373,7 @@ fn hung_engines_run_nothing_and_an_injected_address_faults_in_the_mmu() {
         "hung is not faulted"
     );
     // A fresh card: the semaphore's page faults, whatever the tables say.
-    let (server, _dir, mut t, _q) = channel_world();
+    let (server, _dir, mut t, mut q) = channel_world();
     server
         .device()
         .inject(DeviceFault::FaultAddress { va: sem_at });
@@ -387,7 +388,49 @@ fn hung_engines_run_nothing_and_an_injected_address_faults_in_the_mmu() {
         std::thread::sleep(Duration::from_millis(2));
     };
     assert!(
-        matches!(&fault, ChannelFault::Mmu { engine: "host (semaphore)", fault } if fault.fault_type() == 2),
+        matches!(&fault, ChannelFault::Mmu { engine: "host (semaphore)", fault, .. } if fault.fault_type() == 2),
         "{fault}"
+    );
+    let m = q.receive(&mut t, PATIENCE).expect("RC_TRIGGERED");
+    assert_eq!(m.function, event::RC_TRIGGERED);
+    // A debugger of the client reads it back once: the address, PTE, a
+    // write.
+    let (r, _) = call(
+        &mut q,
+        &mut t,
+        function::GSP_RM_ALLOC,
+        &alloc(DEVICE, 0x20, class::GT200_DEBUGGER, &[0; 8]),
+    );
+    assert_eq!(r, 0);
+    let read = |q: &mut HostQueues, t: &mut TinyGpuTransport| {
+        let mut ctrl = Vec::new();
+        let size = std::mem::size_of::<ReadMmuFaultInfo>() as u32;
+        for v in [CLIENT, 0x20, DEBUG_READ_MMU_FAULT_INFO, 0, size, 0] {
+            ctrl.extend(u32::to_le_bytes(v));
+        }
+        ctrl.extend(vec![0u8; size as usize]);
+        let (r, reply) = call(q, t, function::GSP_RM_CONTROL, &ctrl);
+        assert_eq!(r, 0);
+        reply[24..].to_vec()
+    };
+    let info = read(&mut q, &mut t);
+    let u32_at = |at: usize| u32::from_le_bytes(info[at..at + 4].try_into().unwrap());
+    assert_eq!(u32_at(offset_of!(ReadMmuFaultInfo, count)), 1);
+    let e = offset_of!(ReadMmuFaultInfo, entries);
+    assert_eq!(
+        u64::from_le_bytes(info[e..e + 8].try_into().unwrap()),
+        sem_at
+    );
+    assert_eq!(u32_at(e + offset_of!(MmuFaultEntry, fault_type)), 2, "PTE");
+    assert_eq!(
+        u32_at(e + offset_of!(MmuFaultEntry, access_type)),
+        1,
+        "WRITE"
+    );
+    let again = read(&mut q, &mut t);
+    assert_eq!(
+        &again[offset_of!(ReadMmuFaultInfo, count)..][..4],
+        [0; 4],
+        "read once"
     );
 }

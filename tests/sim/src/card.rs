@@ -344,6 +344,17 @@ impl Card {
                             );
                         }
                     }
+                    if let (ChannelFault::Mmu { fault, access, .. }, Some(client)) = (
+                        &e,
+                        self.rm.calls().channel_params.get(chid).map(|p| p.client),
+                    ) {
+                        let entry = macuda_hw::rm::MmuFaultEntry {
+                            fault_address: fault.va(),
+                            fault_type: fault.fault_type(),
+                            access_type: access.nv_access_type(),
+                        };
+                        self.rm.record_mmu_fault(client, entry);
+                    }
                     self.rm
                         .post_event(event::RC_TRIGGERED, rc_triggered(*chid, &e));
                     self.channel_faults.insert(*chid, e);

@@ -29,10 +29,11 @@ pub trait CardMemory: PhysicalMemory {
 /// Why a channel stopped: what RM would report for it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChannelFault {
-    #[error("the {engine} faulted: {fault}")]
+    #[error("the {engine} faulted on a {access:?}: {fault}")]
     Mmu {
         engine: &'static str,
         fault: MmuFault,
+        access: Access,
     },
     #[error("USERD at {address:#x} could not be read or written: {why}")]
     Userd { address: u64, why: String },
@@ -162,10 +163,7 @@ impl Channel {
             }
             let mut raw = [0u8; GP_ENTRY_BYTES as usize];
             let at = self.ring + u64::from(self.get) * GP_ENTRY_BYTES;
-            read_va(mem, tlb, self.root, at, &mut raw).map_err(|fault| ChannelFault::Mmu {
-                engine: "host (GPFIFO)",
-                fault,
-            })?;
+            read_va(mem, tlb, self.root, at, &mut raw).map_err(AccessFault::of("host (GPFIFO)"))?;
             let raw = u64::from_le_bytes(raw);
             let entry = GpEntry::decode(raw).map_err(|e| ChannelFault::GpEntry {
                 index: self.get,
@@ -173,12 +171,8 @@ impl Channel {
                 why: e.to_string(),
             })?;
             let mut bytes = vec![0u8; entry.dwords() as usize * 4];
-            read_va(mem, tlb, self.root, entry.address(), &mut bytes).map_err(|fault| {
-                ChannelFault::Mmu {
-                    engine: "host (push buffer)",
-                    fault,
-                }
-            })?;
+            read_va(mem, tlb, self.root, entry.address(), &mut bytes)
+                .map_err(AccessFault::of("host (push buffer)"))?;
             let words: Vec<u32> = bytes
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -228,10 +222,7 @@ impl Channel {
         clock_ns: u64,
     ) -> Result<bool, ChannelFault> {
         let root = self.root;
-        let host = |fault| ChannelFault::Mmu {
-            engine: "host (semaphore)",
-            fault,
-        };
+        let host = AccessFault::of("host (semaphore)");
         match step {
             EngineStep::Acquire {
                 address,
@@ -270,10 +261,8 @@ impl Channel {
                 Ok(true)
             }
             EngineStep::InlineWrite { dst, data } => {
-                write_va(mem, tlb, root, *dst, data).map_err(|fault| ChannelFault::Mmu {
-                    engine: "compute (inline upload)",
-                    fault,
-                })?;
+                write_va(mem, tlb, root, *dst, data)
+                    .map_err(AccessFault::of("compute (inline upload)"))?;
                 Ok(true)
             }
             EngineStep::Launch {
@@ -300,10 +289,7 @@ impl Channel {
         clock_ns: u64,
     ) -> Result<(), ChannelFault> {
         let root = self.root;
-        let compute = |fault| ChannelFault::Mmu {
-            engine: "compute",
-            fault,
-        };
+        let compute = AccessFault::of("compute");
         let mut at = head;
         for _ in 0..CHAIN_LIMIT {
             let mut raw = vec![0u8; version.dwords() * 4];
@@ -371,9 +357,18 @@ fn copy(
     else {
         return Ok(());
     };
-    let engine = |fault| ChannelFault::Mmu {
-        engine: "copy engine",
-        fault,
+    let engine = AccessFault::of("copy engine");
+    // A physical copy's address that is not in memory.
+    let missing = |address: u64, access: Access, why: String| {
+        engine(AccessFault {
+            fault: MmuFault::Unreadable {
+                va: address,
+                level: "physical",
+                address,
+                why,
+            },
+            access,
+        })
     };
     if line_bytes
         .checked_mul(lines.max(1))
@@ -393,25 +388,12 @@ fn copy(
             }
             None if physical => mem
                 .read_physical(Target::Video, s, &mut line)
-                .map_err(|why| {
-                    engine(MmuFault::Unreadable {
-                        va: s,
-                        level: "physical",
-                        address: s,
-                        why,
-                    })
-                })?,
+                .map_err(|why| missing(s, Access::Read, why))?,
             None => read_va(mem, tlb, root, s, &mut line).map_err(engine)?,
         }
         if physical {
-            mem.write_physical(Target::Video, d, &line).map_err(|why| {
-                engine(MmuFault::Unreadable {
-                    va: d,
-                    level: "physical",
-                    address: d,
-                    why,
-                })
-            })?;
+            mem.write_physical(Target::Video, d, &line)
+                .map_err(|why| missing(d, Access::Write, why))?;
         } else {
             write_va(mem, tlb, root, d, &line).map_err(engine)?;
         }
@@ -437,6 +419,24 @@ fn pieces(
     Ok(())
 }
 
+/// An MMU fault, and the access that met it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessFault {
+    pub fault: MmuFault,
+    pub access: Access,
+}
+
+impl AccessFault {
+    /// The channel fault of `engine` meeting it.
+    fn of(engine: &'static str) -> impl Fn(AccessFault) -> ChannelFault + Copy {
+        move |f| ChannelFault::Mmu {
+            engine,
+            fault: f.fault,
+            access: f.access,
+        }
+    }
+}
+
 /// Read `out.len()` bytes at `va` through the MMU (sparse reads zeros).
 pub fn read_va(
     mem: &impl CardMemory,
@@ -444,9 +444,10 @@ pub fn read_va(
     root: PageDirectory,
     va: u64,
     out: &mut [u8],
-) -> Result<(), MmuFault> {
+) -> Result<(), AccessFault> {
+    let access = Access::Read;
     pieces(va, out.len(), |at, from, n| {
-        match tlb.translate(mem, root, at, Access::Read)? {
+        match tlb.translate(mem, root, at, access)? {
             Walked::Sparse => out[from..from + n].fill(0),
             Walked::Page(p) => mem
                 .read_physical(p.target, p.physical(at), &mut out[from..from + n])
@@ -459,6 +460,7 @@ pub fn read_va(
         }
         Ok(())
     })
+    .map_err(|fault| AccessFault { fault, access })
 }
 
 /// Write `data` at `va` through the MMU (sparse drops it).
@@ -468,9 +470,10 @@ pub fn write_va(
     root: PageDirectory,
     va: u64,
     data: &[u8],
-) -> Result<(), MmuFault> {
+) -> Result<(), AccessFault> {
+    let access = Access::Write;
     pieces(va, data.len(), |at, from, n| {
-        if let Walked::Page(p) = tlb.translate(&*mem, root, at, Access::Write)? {
+        if let Walked::Page(p) = tlb.translate(&*mem, root, at, access)? {
             mem.write_physical(p.target, p.physical(at), &data[from..from + n])
                 .map_err(|why| MmuFault::Unreadable {
                     va: at,
@@ -481,6 +484,7 @@ pub fn write_va(
         }
         Ok(())
     })
+    .map_err(|fault| AccessFault { fault, access })
 }
 
 #[cfg(test)]
@@ -798,7 +802,7 @@ mod tests {
         ch.ring();
         let e = ch.run(&mut m, &mut tlb, 0).unwrap_err();
         assert!(
-            matches!(&e, ChannelFault::Mmu { engine: "host (push buffer)", fault } if fault.fault_type() == 0),
+            matches!(&e, ChannelFault::Mmu { engine: "host (push buffer)", fault, .. } if fault.fault_type() == 0),
             "{e}"
         );
         let mut m = card();

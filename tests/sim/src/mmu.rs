@@ -55,6 +55,21 @@ pub enum Access {
     Atomic,
 }
 
+impl Access {
+    /// Its `NV_PFAULT_ACCESS_TYPE_*` value, as fault entries carry it.
+    pub fn nv_access_type(self) -> u32 {
+        let name = match self {
+            Access::Read => "READ",
+            Access::Write => "WRITE",
+            Access::Atomic => "ATOMIC",
+        };
+        macuda_hw::rm::ACCESS_TYPES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map_or(u32::MAX, |(v, _)| *v)
+    }
+}
+
 /// A mapped page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Page {

@@ -16,9 +16,12 @@ use crate::chip::RmClasses;
 use crate::mmu::{PageDirectory, Target};
 use macuda_hw::gsp_rpc::set_page_directory as spd;
 use macuda_hw::le::{put_u32 as put, u32_at};
-use macuda_hw::rm::{address_space, status, ChannelAlloc, MemoryDesc};
+use macuda_hw::rm::{
+    address_space, status, ChannelAlloc, MemoryDesc, MmuFaultEntry, ReadMmuFaultInfo,
+    MMU_FAULT_ENTRIES,
+};
 use std::collections::HashMap;
-use std::mem::offset_of;
+use std::mem::{offset_of, size_of};
 
 /// Offsets of `rpc_gsp_rm_alloc_v03_00` (then the parameters).
 mod alloc_at {
@@ -58,6 +61,7 @@ pub mod control {
     pub const VASPACE_COPY_SERVER_RESERVED_PDES: u32 = 0x90F1_0106;
     pub const GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
     pub const GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
+    pub const DEBUG_READ_MMU_FAULT_INFO: u32 = macuda_hw::rm::control::DEBUG_READ_MMU_FAULT_INFO;
 }
 
 /// Parameter sizes RM checks `paramsSize` against, by class or control.
@@ -94,6 +98,9 @@ pub struct Calls {
     pub channels: Vec<((u32, u32), u32)>,
     /// What each channel id was allocated with, for the engines.
     pub channel_params: HashMap<u32, ChannelParams>,
+    /// MMU faults of each client's channels not yet read through a
+    /// debugger, oldest first, as many as RM keeps.
+    pub mmu_faults: HashMap<u32, Vec<MmuFaultEntry>>,
     /// Context promotions taken (client, object, entries).
     pub promotions: Vec<(u32, u32, u32)>,
     pub unloaded: bool,
@@ -143,6 +150,15 @@ impl ChannelParams {
 }
 
 impl Calls {
+    /// An MMU fault on one of `client`'s channels, for its debugger to
+    /// read; RM keeps the first few.
+    pub fn record_mmu_fault(&mut self, client: u32, entry: MmuFaultEntry) {
+        let kept = self.mmu_faults.entry(client).or_default();
+        if kept.len() < MMU_FAULT_ENTRIES {
+            kept.push(entry);
+        }
+    }
+
     /// The root of the VA space `va_space` of `client`, as last set.
     pub fn root_of(&self, client: u32, va_space: u32) -> Option<PageDirectory> {
         self.page_directories
@@ -299,6 +315,26 @@ impl Calls {
             control::PERF_BOOST => on(&[Kind::Subdevice])?,
             control::VASPACE_COPY_SERVER_RESERVED_PDES => on(&[Kind::VaSpace])?,
             control::GPFIFO_SCHEDULE => on(&[Kind::ChannelGroup, Kind::Channel])?,
+            control::DEBUG_READ_MMU_FAULT_INFO => {
+                on(&[Kind::Debugger])?;
+                sized(size_of::<ReadMmuFaultInfo>())?;
+                p.fill(0);
+                let faults = self.mmu_faults.remove(&client).unwrap_or_default();
+                let entries = offset_of!(ReadMmuFaultInfo, entries);
+                for (i, e) in faults.iter().enumerate() {
+                    let at = entries + i * size_of::<MmuFaultEntry>();
+                    let address = at + offset_of!(MmuFaultEntry, fault_address);
+                    p[address..address + 8].copy_from_slice(&e.fault_address.to_le_bytes());
+                    put(p, at + offset_of!(MmuFaultEntry, fault_type), e.fault_type);
+                    put(
+                        p,
+                        at + offset_of!(MmuFaultEntry, access_type),
+                        e.access_type,
+                    );
+                }
+                // CAST: at most MMU_FAULT_ENTRIES.
+                put(p, offset_of!(ReadMmuFaultInfo, count), faults.len() as u32);
+            }
             control::GPFIFO_GET_WORK_SUBMIT_TOKEN => {
                 on(&[Kind::Channel])?;
                 sized(WORK_SUBMIT_TOKEN_PARAMS)?;

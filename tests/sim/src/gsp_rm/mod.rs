@@ -92,6 +92,11 @@ impl GspRm {
         }
     }
 
+    /// An MMU fault on `client`'s channel, for its debugger to read.
+    pub fn record_mmu_fault(&mut self, client: u32, entry: macuda_hw::rm::MmuFaultEntry) {
+        self.rm.calls.record_mmu_fault(client, entry);
+    }
+
     /// An event for the host (RC_TRIGGERED, say), queued behind the
     /// replies already waiting.
     pub fn post_event(&mut self, function: u32, payload: Vec<u8>) {
