@@ -224,3 +224,39 @@ pub fn world() -> (Server<Card>, tempfile::TempDir, TinyGpuTransport) {
 pub fn gsp(t: &mut TinyGpuTransport, reg: u32) -> u32 {
     t.mmio_read32(u64::from(reg)).unwrap()
 }
+
+/// A card booted through the FSP with the queues staged and whatever the
+/// caller pre-queued (before the COT, as drivers do).
+pub fn booted(
+    prequeue: impl FnOnce(&mut rpc::HostQueues, &mut TinyGpuTransport),
+) -> (
+    Server<Card>,
+    tempfile::TempDir,
+    TinyGpuTransport,
+    rpc::HostQueues,
+) {
+    let (server, dir, mut t) = world();
+    macuda_pci::enable_bus_master(&mut t).unwrap();
+    let s = stage(&mut t);
+    let mut q = rpc::HostQueues::stage(&mut t, &s);
+    prequeue(&mut q, &mut t);
+    let r = send(
+        &mut t,
+        &cot(&s, &test_key()).encode(),
+        macuda_hw::fsp::nvdm::COT,
+    );
+    assert_eq!(r.error_code, 0);
+    (server, dir, t, q)
+}
+
+/// What a driver pre-queues before the COT: the system info, then the
+/// registry; GSP-RM posts GSP_INIT_DONE once it has both.
+pub fn init_messages(q: &mut rpc::HostQueues, t: &mut TinyGpuTransport) {
+    use macuda_hw::gsp_rpc::function;
+    q.send(
+        t,
+        function::GSP_SET_SYSTEM_INFO,
+        &[0; macuda_sim::gsp_rm::SYSTEM_INFO_BYTES],
+    );
+    q.send(t, function::SET_REGISTRY, &rpc::registry_table());
+}

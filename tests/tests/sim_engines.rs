@@ -17,12 +17,11 @@ use macuda_hw::rm::{
     address_space, class, ChannelAlloc, MemoryDesc, MmuFaultEntry, Notification, ReadMmuFaultInfo,
     ENGINE_TYPE_GR0, NOTIFICATION_STATUS_ERROR, XID_MMU_FAULT,
 };
-use macuda_pci::enable_bus_master;
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_pci::Transport;
 use macuda_sim::channel::ChannelFault;
 use macuda_sim::{Card, Server};
-use macuda_tests::sim_host::rpc::{registry_table, HostQueues};
+use macuda_tests::sim_host::rpc::HostQueues;
 use macuda_tests::sim_host::*;
 use std::mem::offset_of;
 use std::time::{Duration, Instant};
@@ -111,18 +110,7 @@ fn channel_world() -> (
     TinyGpuTransport,
     HostQueues,
 ) {
-    let (server, dir, mut t) = world();
-    enable_bus_master(&mut t).unwrap();
-    let s = stage(&mut t);
-    let mut q = HostQueues::stage(&mut t, &s);
-    q.send(&mut t, function::GSP_SET_SYSTEM_INFO, &[0; 928]);
-    q.send(&mut t, function::SET_REGISTRY, &registry_table());
-    let r = send(
-        &mut t,
-        &cot(&s, &test_key()).encode(),
-        macuda_hw::fsp::nvdm::COT,
-    );
-    assert_eq!(r.error_code, 0);
+    let (server, dir, mut t, mut q) = booted(init_messages);
     q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
     for (parent, object, class, params) in [
         (0, 0xCF00_0000, class::NV01_ROOT, vec![0u8; 120]),

@@ -5,42 +5,14 @@
 //! sequence out of order or a wrong element count stops it, and it never
 //! writes past the host's read pointer.
 
-use macuda_hw::fsp::nvdm;
 use macuda_hw::gsp_rpc::{element, event, function, result, MSG_COUNT};
-use macuda_pci::enable_bus_master;
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_sim::gsp_rm::QueueFault;
-use macuda_sim::{Card, Server};
 use macuda_tests::sim_host::rpc::{registry_table, HostQueues, Received};
 use macuda_tests::sim_host::*;
 use std::time::Duration;
 
 const PATIENCE: Duration = Duration::from_secs(2);
-
-/// A card booted through the FSP with the queues staged and whatever the
-/// caller pre-queued (before the COT, as drivers do).
-fn booted(
-    prequeue: impl FnOnce(&mut HostQueues, &mut TinyGpuTransport),
-) -> (
-    Server<Card>,
-    tempfile::TempDir,
-    TinyGpuTransport,
-    HostQueues,
-) {
-    let (server, dir, mut t) = world();
-    enable_bus_master(&mut t).unwrap();
-    let s = stage(&mut t);
-    let mut q = HostQueues::stage(&mut t, &s);
-    prequeue(&mut q, &mut t);
-    let r = send(&mut t, &cot(&s, &test_key()).encode(), nvdm::COT);
-    assert_eq!(r.error_code, 0);
-    (server, dir, t, q)
-}
-
-fn init_messages(q: &mut HostQueues, t: &mut TinyGpuTransport) {
-    q.send(t, function::GSP_SET_SYSTEM_INFO, &[0; 928]);
-    q.send(t, function::SET_REGISTRY, &registry_table());
-}
 
 #[test]
 fn gsp_rm_links_the_queues_takes_the_prequeued_init_and_posts_init_done() {

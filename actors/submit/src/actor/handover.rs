@@ -46,15 +46,25 @@ impl SubmitActor {
         if let Some(copy_value) = delivered? {
             self.compute_waits_for_copy = Some(copy_value);
         }
+        let mut pb = self.chain_head_push(value)?;
+        self.profile_chain_start(value, &mut pb)?;
+        pb.launch_qmd(head).map_err(SubmitError::Format)?;
+        self.submit_compute(pb)
+    }
+
+    /// The push buffer that starts chain `value` (its head is launched
+    /// after what the caller adds): the compute queue's pending methods,
+    /// a wait for the copies it reads, a wait for the chain before it
+    /// (grids launched by separate SEND_PCAS run side by side; on the H200
+    /// four chains of 32 dependent launches came out wrong without this
+    /// wait), and the shader caches invalidated when the CPU wrote code or
+    /// constants since the last chain.
+    pub(super) fn chain_head_push(&mut self, value: u64) -> Result<PushBuffer, SubmitError> {
         let mut pb = std::mem::take(&mut self.compute.pending);
         if let Some(v) = self.compute_waits_for_copy.take() {
             pb.host_semaphore(self.copy.timeline.address, v, true)
                 .map_err(SubmitError::Format)?;
         }
-        // Grids launched by separate SEND_PCAS run side by side: the head of
-        // this chain waits for the last chain's tail release, or the two
-        // overlap (on the H200, four chains of 32 dependent launches came
-        // out wrong without this wait).
         if value > 1 {
             pb.host_semaphore(self.compute.timeline.address, value - 1, true)
                 .map_err(SubmitError::Format)?;
@@ -62,9 +72,7 @@ impl SubmitActor {
         if std::mem::take(&mut self.caches_stale) {
             pb.invalidate_shader_caches().map_err(SubmitError::Format)?;
         }
-        self.profile_chain_start(value, &mut pb)?;
-        pb.launch_qmd(head).map_err(SubmitError::Format)?;
-        self.submit_compute(pb)
+        Ok(pb)
     }
 
     /// Deliver the flushed descriptors; returns the copy-queue value the

@@ -185,21 +185,9 @@ impl SubmitActor {
         self.flush_chain()?;
         self.compute.issued += 1;
         let value = self.compute.issued;
-        let mut pb = std::mem::take(&mut self.compute.pending);
-        if let Some(v) = self.compute_waits_for_copy.take() {
-            pb.host_semaphore(self.copy.timeline.address, v, true)
-                .map_err(SubmitError::Format)?;
-        }
-        // After the chain before it (grids of separate SEND_PCAS overlap),
-        // which also means no earlier replay of this chain still reads the
-        // tail written next.
-        if value > 1 {
-            pb.host_semaphore(self.compute.timeline.address, value - 1, true)
-                .map_err(SubmitError::Format)?;
-        }
-        if std::mem::take(&mut self.caches_stale) {
-            pb.invalidate_shader_caches().map_err(SubmitError::Format)?;
-        }
+        // After the chain before it, which also means no earlier replay of
+        // this chain still reads the tail written next.
+        let mut pb = self.chain_head_push(value)?;
         // The tail releases this replay's value: the low word of its payload
         // takes it, the high word stays 0 (one-word releases).
         pb.host_semaphore(payload_at, value, false)
