@@ -15,9 +15,11 @@
 //! that keeps translations until the invalidate register is written and
 //! flags every stale use; and the engines behind the doorbell (`pbdma`,
 //! `channel`): GPFIFO and push buffers fetched through the MMU, host
-//! semaphores, copies and fills, QMD chains walked. Fault reporting
-//! through RM and fault injection come next (reference/gsp.md section 9
-//! lists what the card must do).
+//! semaphores, copies and fills, QMD chains walked, a stopped channel
+//! reported through RM (error notifier, RC_TRIGGERED, the debugger's
+//! fault info); GET_GSP_STATIC_INFO; and faults injected on demand
+//! (`faults`). The CPU sequencer and the log buffers come next
+//! (reference/gsp.md section 9 lists what the card must do).
 
 pub mod card;
 pub mod channel;
