@@ -104,6 +104,10 @@ enum SimWhat {
         /// corrupt-reply:N, hang-engines, fault-address:VA, off-the-bus.
         #[arg(long = "fault")]
         faults: Vec<macuda_sim::faults::DeviceFault>,
+        /// GSP-RM sends a CPU-sequencer script before GSP_INIT_DONE and
+        /// waits for the host to have run it.
+        #[arg(long)]
+        boot_sequencer: bool,
     },
 }
 
@@ -236,6 +240,7 @@ pub fn run(
                     boot_ms,
                     segment_kib,
                     faults,
+                    boot_sequencer,
                 },
         } => {
             let s = crate::sim_serve::SimServe {
@@ -244,6 +249,7 @@ pub fn run(
                 boot: Duration::from_millis(boot_ms),
                 segment_bytes: segment_kib << 10,
                 faults,
+                boot_sequencer,
             };
             match crate::sim_serve::serve(s, out) {
                 Ok(()) => status::OK,

@@ -21,6 +21,8 @@ pub struct SimServe {
     pub segment_bytes: u64,
     /// Faults injected at start (`macuda_sim::faults`).
     pub faults: Vec<macuda_sim::faults::DeviceFault>,
+    /// GSP-RM sends a CPU-sequencer script at boot.
+    pub boot_sequencer: bool,
 }
 
 /// Serve until Ctrl-C. An error says why nothing could be served (an
@@ -33,6 +35,9 @@ pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
     let mut card = Card::with_segments(chip.clone(), s.segment_bytes);
     for f in &s.faults {
         card.inject(*f);
+    }
+    if s.boot_sequencer {
+        card.send_boot_sequencer();
     }
     let server = Server::start(&s.listen, card)
         .map_err(|e| format!("cannot serve on {}: {e}", word(&s.listen)))?;

@@ -408,3 +408,30 @@ fn static_info_names_the_card_its_fb_below_the_firmware_and_gsp_rms_own_objects(
         "found, and the command refused"
     );
 }
+
+#[test]
+fn a_boot_cpu_sequencer_script_must_run_before_gsp_init_done() {
+    use macuda_pci::enable_bus_master;
+    let (server, _dir, mut t) = world();
+    server.device().send_boot_sequencer();
+    enable_bus_master(&mut t).unwrap();
+    let s = stage(&mut t);
+    let mut q = HostQueues::stage(&mut t, &s);
+    init_messages(&mut q, &mut t);
+    let r = send(
+        &mut t,
+        &cot(&s, &test_key()).encode(),
+        macuda_hw::fsp::nvdm::COT,
+    );
+    assert_eq!(r.error_code, 0);
+    let m = q.receive(&mut t, PATIENCE).expect("the script");
+    assert_eq!((m.function, m.result), (event::GSP_RUN_CPU_SEQUENCER, 0));
+    // GSP-RM waits for the host's CPU.
+    assert!(q.receive(&mut t, Duration::from_millis(50)).is_none());
+    let ran = macuda_gsp::sequencer::run(&mut t, &m.payload).unwrap();
+    assert_eq!(ran.commands, 5);
+    assert_eq!(ran.saved[0], server.device().chip().boot_42, "REG_STORE");
+    let m = q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
+    assert_eq!(m.function, event::GSP_INIT_DONE);
+    assert!(server.device().gsp_rm().init_done());
+}

@@ -21,6 +21,7 @@ mod null_rm;
 mod objects;
 mod resources;
 mod rm;
+pub mod sequencer;
 mod view;
 
 pub use actor::{spawn, GspHandle, GspRequest, GspService, GspStats, RmChoice};

@@ -159,6 +159,49 @@ pub mod static_info {
     }
 }
 
+/// `rpc_run_cpu_sequencer_v17_00`: a script GSP-RM asks the host's CPU
+/// to run (GSP_RUN_CPU_SEQUENCER), then the command buffer: opcodes, each
+/// followed by its operands (reference/gsp.md 6.3; the opcodes are
+/// `GSP_SEQ_BUF_OPCODE` of RM's rmgspseq.h, which the oracle lacks).
+pub mod cpu_sequencer {
+    /// The buffer's capacity in dwords.
+    pub const BUFFER_SIZE_DWORD: usize = 0;
+    /// Dwords of the buffer in use.
+    pub const CMD_INDEX: usize = 4;
+    pub const REG_SAVE_AREA: usize = 8;
+    pub const REG_SAVE_ENTRIES: usize = 8;
+    pub const COMMAND_BUFFER: usize = 40;
+    pub const HEADER_BYTES: usize = 40;
+
+    pub mod opcode {
+        pub const REG_WRITE: u32 = 0;
+        pub const REG_MODIFY: u32 = 1;
+        pub const REG_POLL: u32 = 2;
+        pub const DELAY_US: u32 = 3;
+        pub const REG_STORE: u32 = 4;
+        pub const CORE_RESET: u32 = 5;
+        pub const CORE_START: u32 = 6;
+        pub const CORE_WAIT_FOR_HALT: u32 = 7;
+        pub const CORE_RESUME: u32 = 8;
+    }
+
+    /// The operand dwords after an opcode (`None`: no such opcode).
+    pub fn operands(op: u32) -> Option<usize> {
+        Some(match op {
+            opcode::REG_WRITE => 2,
+            opcode::REG_MODIFY => 3,
+            opcode::REG_POLL => 5,
+            opcode::DELAY_US => 1,
+            opcode::REG_STORE => 2,
+            opcode::CORE_RESET
+            | opcode::CORE_START
+            | opcode::CORE_WAIT_FOR_HALT
+            | opcode::CORE_RESUME => 0,
+            _ => return None,
+        })
+    }
+}
+
 pub mod function {
     pub const NOP: u32 = 0;
     pub const ALLOC_MEMORY: u32 = 4;

@@ -96,6 +96,9 @@ registers! {
     /// Usable VRAM in MiB (RM calls this alias NV_USABLE_FB_SIZE_IN_MB);
     /// the whole register is the value.
     NV_PGC6_AON_SECURE_SCRATCH_GROUP_42 @ 0x0011_83A4 {}
+    /// A secure scratch register of the always-on island; a boot stage's
+    /// hand-off on the SEC2 path, and plain storage otherwise.
+    NV_PGC6_BSI_SECURE_SCRATCH_14 @ 0x0011_80F8 {}
     /// The MMU's TLB invalidate: TRIGGER starts it and reads back 0 once
     /// done; ALL_PDB covers every VA space, else the one named in the two
     /// PDB registers; ALL_VA every address. (The Turing layout, which RM,

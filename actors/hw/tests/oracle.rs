@@ -363,3 +363,23 @@ fn the_static_info_reply_matches_the_oracle() {
         assert_eq!(e["offsets"][f].as_u64(), Some(at as u64), "{f}");
     }
 }
+
+#[test]
+fn the_cpu_sequencer_header_matches_the_oracle() {
+    use macuda_hw::gsp_rpc::cpu_sequencer as seq;
+    let o = oracle();
+    let s = &o["structs"]["rpc_run_cpu_sequencer_v17_00"];
+    assert_eq!(s["size"].as_u64(), Some(seq::HEADER_BYTES as u64));
+    for (f, at) in [
+        ("bufferSizeDWord", seq::BUFFER_SIZE_DWORD),
+        ("cmdIndex", seq::CMD_INDEX),
+        ("regSaveArea", seq::REG_SAVE_AREA),
+        ("commandBuffer", seq::COMMAND_BUFFER),
+    ] {
+        assert_eq!(s["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+    assert_eq!(
+        seq::REG_SAVE_AREA + 4 * seq::REG_SAVE_ENTRIES,
+        seq::COMMAND_BUFFER
+    );
+}

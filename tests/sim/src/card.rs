@@ -110,6 +110,8 @@ pub struct Card {
     channel_faults: HashMap<u32, ChannelFault>,
     /// Faults injected (`Card::inject`).
     faults: FaultPlan,
+    /// GSP-RM sends a CPU-sequencer script at boot (`send_boot_sequencer`).
+    boot_sequencer: bool,
 }
 
 /// The card's memory as its MMU and engines reach it: video memory, and
@@ -175,6 +177,7 @@ impl Card {
             channels: HashMap::new(),
             channel_faults: HashMap::new(),
             faults: FaultPlan::default(),
+            boot_sequencer: false,
             chip,
         }
     }
@@ -258,6 +261,13 @@ impl Card {
             _ => {}
         }
         self.faults.arm(f);
+    }
+
+    /// GSP-RM sends a CPU-sequencer script before GSP_INIT_DONE and waits
+    /// for the host to have run it (survives resets).
+    pub fn send_boot_sequencer(&mut self) {
+        self.boot_sequencer = true;
+        self.rm.send_boot_sequencer();
     }
 
     /// What was injected, and what of it struck.
@@ -509,6 +519,12 @@ impl Card {
         if self.booted() {
             self.config.set_firewall(false);
         }
+        // The host ran GSP-RM's CPU-sequencer script: what it leaves says so.
+        if let Some((reg, want)) = self.rm.awaiting_sequencer() {
+            if self.registers.get(&reg) == Some(&want) {
+                self.rm.sequencer_ran();
+            }
+        }
         let running = (self.gsp.stage() == GspStage::Running)
             .then(|| self.gsp.boot())
             .flatten();
@@ -666,6 +682,9 @@ impl Device for Card {
         self.fsp = Fsp::new(self.chip.trust.clone());
         self.gsp = GspFalcon::default();
         self.rm = GspRm::new(&self.chip);
+        if self.boot_sequencer {
+            self.rm.send_boot_sequencer();
+        }
         self.tlb = Tlb::default();
         self.channels.clear();
         self.channel_faults.clear();

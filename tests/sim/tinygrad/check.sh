@@ -5,7 +5,9 @@
 # free TCP port of 127.0.0.1. probe.py reads the card through tinygrad's
 # client; with FIRMWARE_DIR (tests/sim/firmware.sh), boot.py then runs
 # tinygrad's driver on a fresh card, twice (the second finds the firmware
-# resident and resets the card first), and requires it to get at least as
+# resident and resets the card first), then once more on a card whose
+# GSP-RM sends a CPU-sequencer script before GSP_INIT_DONE (tinygrad's
+# own executor must run it), and requires each to get at least as
 # far as EXPECT (default init; boot.py says what each stage means). Exit 0: all passed; 1: a
 # check failed; 3: skipped (tinygrad could not be installed), with the
 # reason. Without FIRMWARE_DIR the boot is skipped and says so.
@@ -27,9 +29,9 @@ if ! python3 -m venv "$scratch/venv" >/dev/null 2>&1 \
   exit 3
 fi
 # A fresh simulated card on a free port; sets $endpoint.
-serve() {
+serve() { # [EXTRA SIM ARGS...]
   stop_server
-  "$macuda" sim serve tcp:0 --boot-ms 0 >"$scratch/serve.log" 2>&1 &
+  "$macuda" sim serve tcp:0 --boot-ms 0 "$@" >"$scratch/serve.log" 2>&1 &
   server=$!
   endpoint=
   for _ in $(seq 100); do grep -q -- "--device remote:" "$scratch/serve.log" && break; sleep 0.05; done
@@ -53,3 +55,11 @@ for run in first second; do
   grep -E "^(tinygrad|the card|stages)" "$scratch/boot.log"
   if [ "$rc" -ne 0 ]; then cat "$scratch/boot.log"; echo "--- the sim:"; cat "$scratch/serve.log"; exit 1; fi
 done
+# A card whose GSP-RM sends a CPU-sequencer script before GSP_INIT_DONE and
+# waits for it to have run: tinygrad's own executor runs the sim's script.
+serve --boot-sequencer
+echo "tinygrad's boot of a card whose GSP-RM sends a CPU-sequencer script:"
+REMOTE=$endpoint "$scratch/venv/bin/python" "$here/boot.py" "$endpoint" "$firmware" "$expect" >"$scratch/boot.log" 2>&1
+rc=$?
+grep -E "^(tinygrad|the card|stages)" "$scratch/boot.log"
+if [ "$rc" -ne 0 ]; then cat "$scratch/boot.log"; echo "--- the sim:"; cat "$scratch/serve.log"; exit 1; fi

@@ -6,6 +6,7 @@
 //! the host touches the card, so a host polling the status queue in its
 //! own mapped memory sees it progress.
 
+mod boot_sequencer;
 mod calls;
 pub mod objects;
 mod queues;
@@ -66,6 +67,12 @@ struct Rm {
     /// The registry the host set: name and value of each DWORD entry.
     registry: Vec<(String, u32)>,
     init_done: bool,
+    /// Send a CPU-sequencer script before GSP_INIT_DONE (off unless asked).
+    boot_sequencer: bool,
+    /// The script went out: the register and value that say it ran.
+    awaiting: Option<(u32, u32)>,
+    /// The host ran it.
+    sequencer_ran: bool,
     /// Every command taken, by function, in order.
     commands: Vec<u32>,
 }
@@ -86,10 +93,31 @@ impl GspRm {
                 system_info: false,
                 registry: Vec::new(),
                 init_done: false,
+                boot_sequencer: false,
+                awaiting: None,
+                sequencer_ran: false,
                 commands: Vec::new(),
             },
             corrupt_in: None,
         }
+    }
+
+    /// Send a CPU-sequencer script before GSP_INIT_DONE and wait for the
+    /// host to have run it (`boot_sequencer`).
+    pub fn send_boot_sequencer(&mut self) {
+        self.rm.boot_sequencer = true;
+    }
+
+    /// The register and value that say the host ran the script, while
+    /// GSP-RM waits for them.
+    pub fn awaiting_sequencer(&self) -> Option<(u32, u32)> {
+        self.rm.awaiting.filter(|_| !self.rm.sequencer_ran)
+    }
+
+    /// The host ran the script: GSP_INIT_DONE can go out.
+    pub fn sequencer_ran(&mut self) {
+        self.rm.sequencer_ran = true;
+        self.rm.finish_init();
     }
 
     /// An MMU fault on `client`'s channel, for its debugger to read.
@@ -227,12 +255,28 @@ impl Rm {
                 .outbox
                 .push_back((other, result::RPC_UNKNOWN_FUNCTION, cmd.payload)),
         }
-        if !self.init_done && self.system_info && !self.registry.is_empty() {
-            self.init_done = true;
-            self.outbox
-                .push_back((event::GSP_INIT_DONE, result::SUCCESS, vec![0; 4]));
-        }
+        self.finish_init();
         Ok(())
+    }
+
+    /// GSP_INIT_DONE once the system info and registry are in, and the
+    /// boot's CPU-sequencer script (when one is sent) has run.
+    fn finish_init(&mut self) {
+        if self.init_done || !self.system_info || self.registry.is_empty() {
+            return;
+        }
+        if self.boot_sequencer && !self.sequencer_ran {
+            if self.awaiting.is_none() {
+                let (message, done_when) = boot_sequencer::script(self.facts.boot_42);
+                self.awaiting = Some(done_when);
+                self.outbox
+                    .push_back((event::GSP_RUN_CPU_SEQUENCER, result::SUCCESS, message));
+            }
+            return;
+        }
+        self.init_done = true;
+        self.outbox
+            .push_back((event::GSP_INIT_DONE, result::SUCCESS, vec![0; 4]));
     }
 }
 

@@ -23,6 +23,8 @@ pub struct CardFacts {
     pub short_name: &'static str,
     pub vram_bytes: u64,
     pub l2_bytes: u32,
+    /// NV_PMC_BOOT_42, which the boot's CPU-sequencer script polls for.
+    pub boot_42: u32,
 }
 
 impl CardFacts {
@@ -32,6 +34,7 @@ impl CardFacts {
             short_name: chip.name,
             vram_bytes: chip.vram_bytes(),
             l2_bytes: chip.l2_bytes,
+            boot_42: chip.boot_42,
         }
     }
 }
