@@ -435,3 +435,27 @@ fn a_boot_cpu_sequencer_script_must_run_before_gsp_init_done() {
     assert_eq!(m.function, event::GSP_INIT_DONE);
     assert!(server.device().gsp_rm().init_done());
 }
+
+#[test]
+fn a_registry_longer_than_one_record_arrives_in_continuation_records() {
+    use macuda_tests::sim_host::rpc::packed_registry;
+    let names: Vec<(String, u32)> = (0..5000)
+        .map(|i| (format!("RMSimLongEntry{i:05}"), i))
+        .collect();
+    let table = packed_registry(&names);
+    assert!(
+        table.len() > macuda_hw::gsp_rpc::RPC_PAYLOAD_MAX,
+        "{}",
+        table.len()
+    );
+    let (server, _dir, mut t, mut q) = booted(|q, t| {
+        q.send(t, function::GSP_SET_SYSTEM_INFO, &[0; 928]);
+        q.send_long(t, function::SET_REGISTRY, &table);
+    });
+    let m = q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
+    assert_eq!(m.function, event::GSP_INIT_DONE);
+    let card = server.device();
+    let registry = card.gsp_rm().registry();
+    assert_eq!(registry.len(), 5000);
+    assert_eq!(registry[4999], ("RMSimLongEntry04999".to_string(), 4999));
+}

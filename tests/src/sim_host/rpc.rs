@@ -35,7 +35,11 @@ pub struct HostQueues {
 
 /// The registry tinygrad sets, in PACKED_REGISTRY_TABLE form.
 pub fn registry_table() -> Vec<u8> {
-    let names: [(&str, u32); 2] = [("RMForcePcieConfigSave", 1), ("RMSecBusResetEnable", 1)];
+    packed_registry(&[("RMForcePcieConfigSave", 1), ("RMSecBusResetEnable", 1)])
+}
+
+/// A PACKED_REGISTRY_TABLE of DWORD entries.
+pub fn packed_registry<S: AsRef<str>>(names: &[(S, u32)]) -> Vec<u8> {
     let entries_at = 8 + 16 * names.len();
     let mut strings = Vec::new();
     let mut entries = Vec::new();
@@ -44,7 +48,7 @@ pub fn registry_table() -> Vec<u8> {
         entries.extend([1u8, 0, 0, 0]);
         entries.extend(value.to_le_bytes());
         entries.extend(4u32.to_le_bytes());
-        strings.extend(name.as_bytes());
+        strings.extend(name.as_ref().as_bytes());
         strings.push(0);
     }
     let mut t = Vec::new();
@@ -195,6 +199,19 @@ impl HostQueues {
     pub fn send(&mut self, t: &mut TinyGpuTransport, function: u32, payload: &[u8]) {
         let m = self.message(function, payload);
         self.send_bytes(t, &m);
+    }
+
+    /// A command longer than one record: its first part under `function`,
+    /// the rest in CONTINUATION_RECORDs (reference/gsp.md 5.7).
+    pub fn send_long(&mut self, t: &mut TinyGpuTransport, function: u32, payload: &[u8]) {
+        for (i, part) in payload.chunks(gsp_rpc::RPC_PAYLOAD_MAX).enumerate() {
+            let f = if i == 0 {
+                function
+            } else {
+                gsp_rpc::function::CONTINUATION_RECORD
+            };
+            self.send(t, f, part);
+        }
     }
 
     /// GSP has published the status queue.

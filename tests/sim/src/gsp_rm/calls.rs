@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::mem::{offset_of, size_of};
 
 /// Offsets of `rpc_gsp_rm_alloc_v03_00` (then the parameters).
-mod alloc_at {
+pub(super) mod alloc_at {
     pub const CLIENT: usize = 0;
     pub const PARENT: usize = 4;
     pub const OBJECT: usize = 8;
@@ -35,7 +35,7 @@ mod alloc_at {
 }
 
 /// Offsets of `rpc_gsp_rm_control_v03_00` (then the parameters).
-mod control_at {
+pub(super) mod control_at {
     pub const CLIENT: usize = 0;
     pub const OBJECT: usize = 4;
     pub const CMD: usize = 8;

@@ -8,6 +8,7 @@
 
 mod boot_sequencer;
 mod calls;
+mod continuation;
 pub mod objects;
 mod queues;
 pub mod static_info;
@@ -47,6 +48,8 @@ enum Stage {
 pub struct GspRm {
     stage: Stage,
     rm: Rm,
+    /// A command arriving in continuation records.
+    reassembly: continuation::Reassembly,
     /// An injected fault: the message that goes out with a bad checksum
     /// (counting down; 1 is the next).
     corrupt_in: Option<u32>,
@@ -99,6 +102,7 @@ impl GspRm {
                 commands: Vec::new(),
             },
             corrupt_in: None,
+            reassembly: continuation::Reassembly::default(),
         }
     }
 
@@ -193,8 +197,11 @@ impl GspRm {
                 self.corrupt_in = countdown;
                 self.rm.outbox.pop_front();
             }
-            let Some(cmd) = queues.next_command(dma)? else {
+            let Some(record) = queues.next_command(dma)? else {
                 return Ok(());
+            };
+            let Some(cmd) = self.reassembly.take(record)? else {
+                continue;
             };
             self.rm.commands.push(cmd.function);
             self.rm.take(cmd)?;
