@@ -40,6 +40,18 @@ fn a_card_off_the_bus_reads_all_ones_and_no_reset_brings_it_back() {
     );
     t.function_reset().unwrap();
     assert_eq!(boot_0(&mut t), u32::MAX, "still gone after a reset");
+    // Our stack's identification names it for what it is.
+    let e = macuda_pci::read_identity(&mut t).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            macuda_pci::PciError::OffTheBus {
+                what: "configuration space"
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("fallen off the bus"), "{e}");
 }
 
 #[test]

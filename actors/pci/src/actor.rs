@@ -114,12 +114,24 @@ pub fn read_identity(t: &mut dyn Transport) -> Result<PciIdentity, PciError> {
     // CAST: 16-bit config reads fit in u16.
     let vendor = (t.config_read(offset::VENDOR_ID, Width::U16)? & 0xFFFF) as u16;
     let device = (t.config_read(offset::DEVICE_ID, Width::U16)? & 0xFFFF) as u16;
+    // No function answers a configuration read with all ones (a card off
+    // the bus): say so, rather than "not NVIDIA's".
+    if (vendor, device) == (u16::MAX, u16::MAX) {
+        return Err(PciError::OffTheBus {
+            what: "configuration space",
+        });
+    }
     if vendor != VENDOR_NVIDIA {
         return Err(PciError::NotNvidia { vendor, device });
     }
     let revision_and_class = t.config_read(offset::REVISION_AND_CLASS, Width::U32)?;
     let bars = t.bars()?;
     let boot_0 = t.mmio_read32(u64::from(NV_PMC_BOOT_0::ADDR))?;
+    if boot_0 == u32::MAX {
+        return Err(PciError::OffTheBus {
+            what: "NV_PMC_BOOT_0",
+        });
+    }
     let boot_42 = t.mmio_read32(u64::from(NV_PMC_BOOT_42::ADDR))?;
     // Either copy of WPR2 being up means firmware ran on this power cycle.
     let wpr2 =

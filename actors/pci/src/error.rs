@@ -30,6 +30,10 @@ pub enum PciError {
     },
     #[error("not an NVIDIA GPU: vendor {vendor:#06x}, device {device:#06x}")]
     NotNvidia { vendor: u16, device: u16 },
+    /// Every read of the card gives all ones: no device answers there (a
+    /// card that fell off the bus, lost power or was unplugged).
+    #[error("the card has fallen off the bus: {what} reads all ones")]
+    OffTheBus { what: &'static str },
     #[error("the TinyGPU server refused `{command}`: {message}")]
     Server {
         command: &'static str,
@@ -91,7 +95,9 @@ impl ActorFault for PciError {
             | PciError::Os { .. }
             | PciError::Protocol { .. }
             | PciError::Closed { .. }
-            | PciError::Timeout { .. } => Severity::Fatal,
+            | PciError::Timeout { .. }
+            // Nothing on the card can be trusted; recovery decides.
+            | PciError::OffTheBus { .. } => Severity::Fatal,
             // The driver left the recording (or the replay broke): it must
             // not run on.
             PciError::Replay(_) => Severity::Fatal,
