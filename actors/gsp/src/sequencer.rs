@@ -63,6 +63,8 @@ pub enum SequencerError {
         after_us: u64,
         error: u32,
     },
+    #[error("a {what} of {us} us is longer than the {} s a script may make the driver wait", LONGEST_WAIT.as_secs())]
+    TooLong { what: &'static str, us: u32 },
     #[error(
         "core operation {opcode} belongs to the SEC2 boot path, which this card does not take"
     )]
@@ -81,6 +83,9 @@ pub struct Ran {
 /// A REG_POLL with a timeout of 0 waits this long (RM's default GPU
 /// timeout is seconds; nouveau takes 4 s).
 pub const DEFAULT_POLL: Duration = Duration::from_secs(4);
+/// The longest a poll or a delay may ask for: the fields hold up to 71
+/// minutes, and a script that asks for that would hang the driver.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(10);
 
 /// Run the script in `message` (the RPC's payload) on `bus`.
 ///
@@ -138,6 +143,12 @@ pub fn run(bus: &mut dyn RegisterBus, message: &[u8]) -> Result<Ran, SequencerEr
                 } else {
                     Duration::from_micros(u64::from(timeout_us))
                 };
+                if patience > LONGEST_WAIT {
+                    return Err(SequencerError::TooLong {
+                        what: "REG_POLL timeout",
+                        us: timeout_us,
+                    });
+                }
                 let start = Instant::now();
                 loop {
                     let last = reg(bus, addr)?;
@@ -157,7 +168,16 @@ pub fn run(bus: &mut dyn RegisterBus, message: &[u8]) -> Result<Ran, SequencerEr
                     std::thread::sleep(Duration::from_micros(10));
                 }
             }
-            opcode::DELAY_US => std::thread::sleep(Duration::from_micros(u64::from(arg(0)))),
+            opcode::DELAY_US => {
+                let delay = Duration::from_micros(u64::from(arg(0)));
+                if delay > LONGEST_WAIT {
+                    return Err(SequencerError::TooLong {
+                        what: "DELAY_US",
+                        us: arg(0),
+                    });
+                }
+                std::thread::sleep(delay);
+            }
             opcode::REG_STORE => {
                 let (addr, index) = (arg(0), arg(1));
                 let slot = saved
@@ -253,6 +273,20 @@ mod tests {
                 opcode: opcode::CORE_RESUME
             })
         );
+        assert_eq!(
+            run(&mut regs, &message(&[opcode::DELAY_US, u32::MAX], 8)),
+            Err(SequencerError::TooLong {
+                what: "DELAY_US",
+                us: u32::MAX
+            })
+        );
+        assert!(matches!(
+            run(
+                &mut regs,
+                &message(&[opcode::REG_POLL, 0x20, 1, 1, u32::MAX, 0], 8)
+            ),
+            Err(SequencerError::TooLong { .. })
+        ));
         let e = run(
             &mut regs,
             &message(&[opcode::REG_POLL, 0x20, 1, 1, 200, 0xE2], 8),
