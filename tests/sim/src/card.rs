@@ -31,6 +31,16 @@ use std::time::Instant;
 /// BAR indices the card decodes.
 const BAR0: u32 = 0;
 const BAR1: u32 = 1;
+/// SMs a TPC pairs, on GH100 and GB20x alike.
+const SMS_PER_TPC: u64 = 2;
+
+/// Threads one TPC of an `sm` chip runs at once: what a QMD's local
+/// memory per thread is multiplied by.
+fn threads_per_tpc(sm: u32) -> u64 {
+    let arch = macuda_hw::sm::arch_limits(sm);
+    u64::from(macuda_hw::sm::WARP_SIZE) * u64::from(arch.max_warps_per_sm()) * SMS_PER_TPC
+}
+
 /// RC_TRIGGERED's payload for a channel stopped by `fault`: the engine,
 /// the channel, the Xid, and for an MMU fault its address and type.
 fn rc_triggered(chid: u32, fault: &ChannelFault) -> Vec<u8> {
@@ -307,8 +317,9 @@ impl Card {
                 );
                 return;
             };
-            self.channels
-                .insert(token, Channel::new(p.ring, p.entries, userd, root));
+            let mut ch = Channel::new(p.ring, p.entries, userd, root);
+            ch.threads_per_tpc = threads_per_tpc(self.chip.sm);
+            self.channels.insert(token, ch);
         }
         if let Some(ch) = self.channels.get_mut(&token) {
             ch.ring();

@@ -47,6 +47,10 @@ pub enum ChannelFault {
     Qmd { address: u64, why: String },
     #[error("the QMD chain from {head:#x} does not end")]
     EndlessChain { head: u64 },
+    #[error(
+        "the QMD at {address:#x} asks {need} bytes of local memory a TPC; the channel has {have}"
+    )]
+    LocalMemory { address: u64, need: u64, have: u64 },
     #[error("a copy of {lines} lines of {line_bytes} bytes is more than the sim moves ({COPY_LIMIT} bytes)")]
     CopyTooLarge { line_bytes: u64, lines: u64 },
 }
@@ -63,9 +67,9 @@ impl ChannelFault {
             ChannelFault::Mmu { fault, .. } => {
                 (rm::XID_MMU_FAULT, Some((fault.va(), fault.fault_type())))
             }
-            ChannelFault::Qmd { .. } | ChannelFault::EndlessChain { .. } => {
-                (rm::XID_GR_EXCEPTION, None)
-            }
+            ChannelFault::Qmd { .. }
+            | ChannelFault::EndlessChain { .. }
+            | ChannelFault::LocalMemory { .. } => (rm::XID_GR_EXCEPTION, None),
             ChannelFault::Userd { .. }
             | ChannelFault::GpEntry { .. }
             | ChannelFault::Push { .. }
@@ -95,6 +99,11 @@ pub struct Channel {
     /// The VA space the channel's engines translate through.
     pub root: PageDirectory,
     get: u32,
+    /// Threads a TPC runs at once: a QMD's local memory per thread times
+    /// this must fit what the channel set up.
+    pub threads_per_tpc: u64,
+    /// The channel's local memory a TPC (its setup methods).
+    local_per_tpc: u64,
     /// The doorbell rang since the channel last ran dry: it fetches up to
     /// GP_PUT. Without it only work already fetched goes on (a blocked
     /// acquire), as on the card, where new entries wait for a doorbell.
@@ -122,6 +131,8 @@ impl Channel {
             userd,
             root,
             get: 0,
+            threads_per_tpc: 0,
+            local_per_tpc: 0,
             rung: false,
             pbdma: Pbdma::default(),
             pending: VecDeque::new(),
@@ -272,6 +283,10 @@ impl Channel {
                 self.walk_chain(*qmd_address, *version, mem, tlb, clock_ns)?;
                 Ok(true)
             }
+            EngineStep::LocalMemory { per_tpc } => {
+                self.local_per_tpc = *per_tpc;
+                Ok(true)
+            }
             EngineStep::Bound { .. } => Ok(true),
             EngineStep::Unbound { subchannel, method } => Err(ChannelFault::Unbound {
                 subchannel: *subchannel,
@@ -302,8 +317,26 @@ impl Channel {
                 address: at,
                 why: e.to_string(),
             })?;
+            // SKED's checks: bank 0 bound (the driver's words and the
+            // parameters live there) and the local memory the threads of a
+            // TPC need within what the channel set up.
             let b0 = d.constant_banks[0];
-            let mut bank0 = vec![0u8; if b0.valid { b0.size as usize } else { 0 }];
+            if !b0.valid {
+                return Err(ChannelFault::Qmd {
+                    address: at,
+                    why: "constant bank 0 is not bound".into(),
+                });
+            }
+            let per_thread = u64::from(d.local_memory_high_size.max(d.local_memory_low_size));
+            let need = per_thread * self.threads_per_tpc;
+            if need > self.local_per_tpc {
+                return Err(ChannelFault::LocalMemory {
+                    address: at,
+                    need,
+                    have: self.local_per_tpc,
+                });
+            }
+            let mut bank0 = vec![0u8; b0.size as usize];
             read_va(mem, tlb, root, b0.address, &mut bank0).map_err(compute)?;
             for r in d.releases.iter().filter(|r| r.enable) {
                 let n = match (r.structure_size, r.payload64b) {
@@ -763,6 +796,73 @@ mod tests {
         put(&mut m, sem, &0x1_0000_0005u64.to_le_bytes());
         assert_eq!(ch.run(&mut m, &mut tlb, 0), Ok(Progress::Idle));
         assert_eq!(get(&m, out, 8), 8u64.to_le_bytes());
+    }
+
+    #[test]
+    fn sked_checks_bank_0_and_the_local_memory_a_tpc_needs() {
+        let (q, b0) = (VA + 0x8000, VA + 0x9000);
+        let launch = |m: &mut Vram, qmd_bytes: Vec<u8>, setup: &[u32], threads: u64| {
+            put(m, q, &qmd_bytes);
+            let mut w = binding();
+            w.extend_from_slice(setup);
+            w.extend(inc(
+                SC_COMPUTE,
+                compute::SEND_PCAS_A::BYTE_OFFSET,
+                &[(q >> 8) as u32],
+            ));
+            w.extend(inc(
+                SC_COMPUTE,
+                compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET,
+                &[0xA],
+            ));
+            let mut ch = Channel::new(VA, 16, (Target::Video, USERD), ROOT);
+            ch.threads_per_tpc = threads;
+            submit(m, 0, &w);
+            ch.ring();
+            ch.run(m, &mut Tlb::default(), 0)
+        };
+        // No bank 0 bound.
+        let mut m = card();
+        let mut unbound = qmd(b0, None, None);
+        let d = qmd::decode(QmdVersion::V04_00, &words(&unbound)).unwrap();
+        let mut d2 = d;
+        d2.constant_banks[0].valid = false;
+        unbound = bytes(&qmd::encode(QmdVersion::V04_00, &d2).unwrap());
+        assert!(matches!(
+            launch(&mut m, unbound, &[], 0),
+            Err(ChannelFault::Qmd { .. })
+        ));
+        // 0x100 bytes a thread, 4,096 threads a TPC: 1 MiB the channel
+        // must have set up.
+        let mut d3 = d;
+        d3.local_memory_high_size = 0x100;
+        let with_local = bytes(&qmd::encode(QmdVersion::V04_00, &d3).unwrap());
+        let mut m = card();
+        assert_eq!(
+            launch(&mut m, with_local.clone(), &[], 4096),
+            Err(ChannelFault::LocalMemory {
+                address: q,
+                need: 1 << 20,
+                have: 0
+            })
+        );
+        let setup = inc(
+            SC_COMPUTE,
+            compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A::BYTE_OFFSET,
+            &[0, 1 << 20],
+        );
+        let mut m = card();
+        assert_eq!(launch(&mut m, with_local, &setup, 4096), Ok(Progress::Idle));
+    }
+
+    fn words(b: &[u8]) -> Vec<u32> {
+        b.chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    fn bytes(w: &[u32]) -> Vec<u8> {
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
 
     #[test]

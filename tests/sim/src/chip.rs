@@ -71,6 +71,8 @@ pub struct SimChip {
     pub marketing_name: &'static str,
     /// Its L2 cache, in bytes.
     pub l2_bytes: u32,
+    /// Its SMs' compute capability (90: Hopper, 120: GB20x).
+    pub sm: u32,
     /// Where the FSP's boot status reads FSP_BOOT_COMPLETE when booted.
     pub boot_status: u32,
     /// The BAR firewall bit in config space: (offset, bit), on GB20x.
@@ -130,6 +132,7 @@ impl SimChip {
             name: "gb202",
             marketing_name: "NVIDIA GeForce RTX 5090",
             l2_bytes: 96 << 20,
+            sm: 120,
             device_id: 0x2B85,
             class_and_revision: 0x0300_00A1,
             subsystem: 0x2B85_10DE,
@@ -159,6 +162,7 @@ impl SimChip {
             name: "gh100",
             marketing_name: "NVIDIA H100 PCIe",
             l2_bytes: 50 << 20,
+            sm: 90,
             device_id: 0x2331,
             class_and_revision: 0x0302_00A1,
             subsystem: 0x1626_10DE,

@@ -156,6 +156,9 @@ pub enum EngineStep {
         qmd_address: u64,
         version: QmdVersion,
     },
+    /// The channel's shader local memory: bytes for each TPC
+    /// (SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A/B).
+    LocalMemory { per_tpc: u64 },
     /// A class bound on a subchannel.
     Bound { subchannel: u8, class: u32 },
     /// A method for a subchannel with nothing bound: what a real channel
@@ -317,6 +320,15 @@ impl Pbdma {
                 } else {
                     out.push(EngineStep::InlineWrite { dst, data });
                 }
+            }
+            m if m == compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B::BYTE_OFFSET => {
+                out.push(EngineStep::LocalMemory {
+                    per_tpc: self.wide(
+                        sc,
+                        compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A::BYTE_OFFSET,
+                        compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B::BYTE_OFFSET,
+                    ),
+                });
             }
             m if m == compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET => {
                 out.push(EngineStep::Launch {
