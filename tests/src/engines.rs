@@ -8,8 +8,10 @@
 //! interleavings and check that the ordering holds in all of them - which
 //! reading the streams alone cannot show.
 
-use macuda_hw::methods::{compute, copy, host};
+use macuda_hw::methods::{compute, copy};
+use macuda_hw::push::{SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY};
 use macuda_hw::qmd::LaunchDescriptor;
+use macuda_sim::pbdma::{decode, EngineStep, Pbdma};
 use macuda_submit::Submission;
 use std::collections::{HashMap, VecDeque};
 
@@ -59,67 +61,65 @@ pub enum Step {
     },
 }
 
-/// The steps of one push buffer.
+/// The steps of one push buffer, read as the simulated GPU's PBDMA reads
+/// it (`macuda_sim::pbdma`), on a channel where our stack's prologue has
+/// bound its classes: compute on [`SUBCHANNEL_COMPUTE`], copy on
+/// [`SUBCHANNEL_COPY`] (the class numbers matter only for which engine).
+///
+/// # Panics
+/// A word that is not a method header where one must be.
 pub fn steps(words: &[u32]) -> Vec<Step> {
-    let mut out = Vec::new();
-    let mut regs: HashMap<u32, u32> = HashMap::new();
-    let reg = |r: &HashMap<u32, u32>, m: u32| u64::from(r.get(&m).copied().unwrap_or(0));
-    for (m, v) in methods(words) {
-        regs.insert(m, v);
-        if m == host::SEM_EXECUTE::BYTE_OFFSET {
-            let address = reg(&regs, host::SEM_ADDR_HI::BYTE_OFFSET) << 32
-                | reg(&regs, host::SEM_ADDR_LO::BYTE_OFFSET);
-            let value = reg(&regs, host::SEM_PAYLOAD_HI::BYTE_OFFSET) << 32
-                | reg(&regs, host::SEM_PAYLOAD_LO::BYTE_OFFSET);
-            if host::SEM_EXECUTE::OPERATION.get(v) == host::SEM_EXECUTE::OPERATION_RELEASE {
-                let stamped = host::SEM_EXECUTE::RELEASE_TIMESTAMP.get(v)
-                    == host::SEM_EXECUTE::RELEASE_TIMESTAMP_EN;
-                out.push(Step::Release {
-                    address,
-                    value,
-                    stamped,
-                });
-            } else {
-                out.push(Step::Acquire { address, value });
+    let mut pbdma = Pbdma::with_bound(&[
+        (SUBCHANNEL_COMPUTE, compute::HOPPER_COMPUTE_A),
+        (SUBCHANNEL_COPY, copy::HOPPER_DMA_COPY_A),
+    ]);
+    let calls = decode(words).expect("a push buffer of ours decodes");
+    pbdma
+        .execute(&calls)
+        .into_iter()
+        .filter_map(|s| match s {
+            EngineStep::Acquire {
+                address, payload, ..
+            } => Some(Step::Acquire {
+                address,
+                value: payload,
+            }),
+            EngineStep::Release {
+                address,
+                payload,
+                stamped,
+                ..
+            } => Some(Step::Release {
+                address,
+                value: payload,
+                stamped,
+            }),
+            EngineStep::Copy {
+                src,
+                dst,
+                line_bytes,
+                lines,
+                src_pitch,
+                dst_pitch,
+                fill,
+                ..
+            } => Some(Step::Copy {
+                src,
+                dst,
+                line_bytes,
+                lines,
+                src_pitch,
+                dst_pitch,
+                fill,
+            }),
+            EngineStep::Launch { qmd_address, .. } => Some(Step::Launch { qmd_address }),
+            EngineStep::LocalMemory { per_tpc } => Some(Step::LocalMemory { per_tpc }),
+            EngineStep::Unbound { subchannel, method } => {
+                panic!("a method {method:#x} on subchannel {subchannel}, which ours never binds")
             }
-        } else if m == copy::LAUNCH_DMA::BYTE_OFFSET {
-            let multi = copy::LAUNCH_DMA::MULTI_LINE_ENABLE.get(v)
-                == copy::LAUNCH_DMA::MULTI_LINE_ENABLE_TRUE;
-            let remap =
-                copy::LAUNCH_DMA::REMAP_ENABLE.get(v) == copy::LAUNCH_DMA::REMAP_ENABLE_TRUE;
-            let len = reg(&regs, copy::LINE_LENGTH_IN::BYTE_OFFSET);
-            out.push(Step::Copy {
-                src: reg(&regs, copy::OFFSET_IN_UPPER::BYTE_OFFSET) << 32
-                    | reg(&regs, copy::OFFSET_IN_LOWER::BYTE_OFFSET),
-                dst: reg(&regs, copy::OFFSET_OUT_UPPER::BYTE_OFFSET) << 32
-                    | reg(&regs, copy::OFFSET_OUT_LOWER::BYTE_OFFSET),
-                // A fill counts 4-byte components.
-                line_bytes: if remap { 4 * len } else { len },
-                lines: if multi {
-                    reg(&regs, copy::LINE_COUNT::BYTE_OFFSET)
-                } else {
-                    1
-                },
-                src_pitch: reg(&regs, copy::PITCH_IN::BYTE_OFFSET),
-                dst_pitch: reg(&regs, copy::PITCH_OUT::BYTE_OFFSET),
-                // CAST: the remap constant is one 32-bit method.
-                fill: remap.then(|| reg(&regs, copy::SET_REMAP_CONST_A::BYTE_OFFSET) as u32),
-            });
-        } else if m == compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET {
-            out.push(Step::Launch {
-                qmd_address: reg(&regs, compute::SEND_PCAS_A::BYTE_OFFSET) << 8,
-            });
-        } else if m == compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B::BYTE_OFFSET {
-            out.push(Step::LocalMemory {
-                per_tpc: reg(
-                    &regs,
-                    compute::SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A::BYTE_OFFSET,
-                ) << 32
-                    | u64::from(v),
-            });
-        }
-    }
-    out
+            EngineStep::InlineWrite { .. } | EngineStep::Bound { .. } => None,
+        })
+        .collect()
 }
 
 /// What the engines did, in the order they did it.

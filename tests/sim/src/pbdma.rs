@@ -186,7 +186,7 @@ fn role(class: u32) -> Role {
 
 /// One channel's host state: the class on each subchannel and the last
 /// value of every method, as the engines latch them.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Pbdma {
     bound: [Option<u32>; SUBCHANNELS],
     latched: HashMap<(u8, u32), u32>,
@@ -195,6 +195,18 @@ pub struct Pbdma {
 }
 
 impl Pbdma {
+    /// A channel whose subchannels already hold these classes (a push
+    /// buffer read without the prologue that bound them).
+    pub fn with_bound(bindings: &[(u8, u32)]) -> Pbdma {
+        let mut p = Pbdma::default();
+        for &(sc, class) in bindings {
+            if let Some(slot) = p.bound.get_mut(usize::from(sc)) {
+                *slot = Some(class);
+            }
+        }
+        p
+    }
+
     fn reg(&self, sc: u8, method: u32) -> u64 {
         u64::from(self.latched.get(&(sc, method)).copied().unwrap_or(0))
     }
