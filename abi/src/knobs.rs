@@ -41,6 +41,11 @@
 //!   its kernel runs as chains recorded on the card (`recorded`, the
 //!   default) or node by node as a stream runs them (`nodes`, as before
 //!   chains were recorded), to set the two side by side.
+//! - `MACUDA_SMALL_UPLOADS=inline|staged`: an upload from pageable
+//!   memory of up to 64 KiB travels in the compute queue's push buffer
+//!   and the engine writes it (`inline`, the default), or is staged in
+//!   pinned memory and carried by the copy engine (`staged`, as before),
+//!   to set the two side by side.
 //! - `MACUDA_SYNC_WAIT=caller|actor`: who waits out a stream or device
 //!   sync: the caller's own thread, reading the timelines (`caller`, the
 //!   default where the card maps them), or the submit actor, through its
@@ -69,6 +74,7 @@ pub const CHAIN_LINK: &str = "MACUDA_CHAIN_LINK";
 pub const LAUNCH_INVALIDATE: &str = "MACUDA_LAUNCH_INVALIDATE";
 pub const GRAPH_REPLAY: &str = "MACUDA_GRAPH_REPLAY";
 pub const SYNC_WAIT: &str = "MACUDA_SYNC_WAIT";
+pub const SMALL_UPLOADS: &str = "MACUDA_SMALL_UPLOADS";
 pub const LOG: &str = "MACUDA_LOG";
 pub const PROFILE: &str = "MACUDA_PROFILE";
 pub const INJECT: &str = "MACUDA_INJECT";
@@ -112,6 +118,9 @@ pub struct Knobs {
     pub launch_invalidates: Option<macuda_submit::LaunchInvalidates>,
     /// Graph launches replay node by node instead of as recorded chains.
     pub graph_nodes: bool,
+    /// Small uploads go through pinned staging and the copy engine
+    /// instead of inline in the compute queue's push buffer.
+    pub staged_uploads: bool,
     /// Whether the caller waits out its syncs itself (`None`: the
     /// submit actor's default).
     pub caller_waits: Option<bool>,
@@ -240,6 +249,13 @@ impl Knobs {
             "recorded or nodes",
         )?
         .unwrap_or(false);
+        let staged_uploads = word(
+            SMALL_UPLOADS,
+            text(SMALL_UPLOADS),
+            &[("inline", false), ("staged", true)],
+            "inline or staged",
+        )?
+        .unwrap_or(false);
         let caller_waits = word(
             SYNC_WAIT,
             text(SYNC_WAIT),
@@ -289,6 +305,7 @@ impl Knobs {
             chain_link,
             launch_invalidates,
             graph_nodes,
+            staged_uploads,
             caller_waits,
             profile,
             inject,
@@ -421,6 +438,13 @@ mod tests {
         assert!(!knobs(&[]).unwrap().graph_nodes);
         assert!(knobs(&[(GRAPH_REPLAY, "nodes")]).unwrap().graph_nodes);
         assert!(!knobs(&[(GRAPH_REPLAY, "recorded")]).unwrap().graph_nodes);
+        assert!(!knobs(&[]).unwrap().staged_uploads);
+        assert!(knobs(&[(SMALL_UPLOADS, "staged")]).unwrap().staged_uploads);
+        assert!(!knobs(&[(SMALL_UPLOADS, "inline")]).unwrap().staged_uploads);
+        assert_eq!(
+            knobs(&[(SMALL_UPLOADS, "copy")]).unwrap_err().name,
+            SMALL_UPLOADS
+        );
         let e = knobs(&[(GRAPH_REPLAY, "chains")]).unwrap_err();
         assert_eq!(e.name, GRAPH_REPLAY);
     }

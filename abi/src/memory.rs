@@ -4,12 +4,17 @@
 //!
 //! On a GPU, copies run on the copy engine in stream order: device and
 //! pinned memory directly, pageable host memory through pinned staging.
-//! A small upload from pageable memory is staged into a ring and returns
-//! at once, as CUDA's asynchronous copies from pageable memory do once the
-//! source is staged (llama.cpp sets a token's inputs that way, and each
-//! had waited for the GPU); anything larger, and every download, goes
-//! through the other half of the staging buffer a chunk at a time, with
-//! a sync on each. On the null device the CPU does them at the call (it
+//! A small upload from pageable memory returns at once, as CUDA's
+//! asynchronous copies from pageable memory do once the source is taken
+//! (llama.cpp sets a token's inputs that way, and each had waited for the
+//! GPU): up to [`INLINE_UPLOAD_MAX`] its bytes travel in the compute
+//! queue's push buffer and the engine writes them in stream order, with
+//! no copy engine and no wait between two queues (each of a decode
+//! token's inputs had cost about 16 us on the copy engine); up to
+//! [`RING_PIECE_MAX`], or with `MACUDA_SMALL_UPLOADS=staged`, it is staged
+//! into a ring for the copy engine. Anything larger, and every download,
+//! goes through the other half of the staging buffer a chunk at a time,
+//! with a sync on each. On the null device the CPU does them at the call (it
 //! keeps the device's memory).
 
 use crate::device::Execution;
@@ -29,7 +34,12 @@ pub const STAGING_BYTES: u64 = 8 << 20;
 /// half of the staging buffer.
 const RING_BYTES: u64 = 8 << 20;
 /// Uploads up to this size go through the ring.
-const RING_PIECE_MAX: u64 = 1 << 20;
+pub const RING_PIECE_MAX: u64 = 1 << 20;
+/// Uploads up to this size (whole words at a word-aligned address) travel
+/// in the push buffer: what a decode token's inputs need (a 256-entry
+/// attention mask of 64 rows of floats is 64 KiB), while the command
+/// region (2 MiB) holds many of them in flight.
+pub const INLINE_UPLOAD_MAX: u64 = 64 << 10;
 /// Where pieces of the ring start (the copy engine's liking).
 const RING_ALIGN: u64 = 256;
 /// Host pages.
@@ -155,6 +165,21 @@ fn gpu_copy(
     sync_after: bool,
 ) -> Result<(), CudaError> {
     match (dst.gpu(), src.gpu()) {
+        (Some(d), _) if inline_upload(rt, dst, src, bytes) => {
+            let host = src.host().ok_or(CudaError::INVALID_VALUE)?;
+            // SAFETY: the caller's source holds `bytes` readable bytes (the
+            // CUDA contract for a host pointer).
+            let data = unsafe { std::slice::from_raw_parts(host as *const u8, bytes as usize) };
+            rt.push(LaneItem::Upload {
+                stream: stream.id,
+                dst: d,
+                data: data.into(),
+            })?;
+            if sync_after {
+                sync(rt, stream)?;
+            }
+            Ok(())
+        }
         (Some(d), Some(s)) => {
             rt.push(LaneItem::Copy {
                 stream: stream.id,
@@ -247,6 +272,31 @@ fn gpu_copy(
             cpu_copy(rt, dst, src, bytes)
         }
     }
+}
+
+/// Whether an upload of `bytes` from `src` to `dst` travels in the push
+/// buffer: small, whole words at a word-aligned address, not turned off,
+/// and its bytes taken now the same as the ones stream order would read.
+/// From pageable memory they are (CUDA takes them at the call too). From
+/// pinned memory, which the GPU can write, only when the GPU has nothing of
+/// ours left to run: a kernel or copy queued before the upload may write
+/// its source, and the upload must see that (llama.cpp's token inputs come
+/// from pinned memory, each after a sync).
+fn inline_upload(rt: &Runtime, dst: End, src: End, bytes: u64) -> bool {
+    let word = macuda_submit::INLINE_WORD_BYTES;
+    let End::Device(dst) = dst else {
+        return false;
+    };
+    let settled = match src {
+        End::Host(_) => true,
+        End::Pinned { .. } => rt.idle_since_sync(),
+        End::Device(_) => false,
+    };
+    settled
+        && !rt.knobs.staged_uploads
+        && bytes <= INLINE_UPLOAD_MAX
+        && dst.is_multiple_of(word)
+        && bytes.is_multiple_of(word)
 }
 
 /// A copy the CPU does: host memory directly, device memory through the

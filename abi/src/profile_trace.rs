@@ -25,6 +25,9 @@ const HOST_PID: u32 = 2;
 /// Thread ids within the GPU process, one per queue.
 const COMPUTE_TID: u32 = 1;
 const COPY_TID: u32 = 2;
+/// Uploads the compute queue writes from its push buffers: a track of
+/// their own, so the compute track holds kernels only.
+const UPLOAD_TID: u32 = 3;
 /// Host thread of sync points; streams' pushes go on tid = 100 + stream.
 const SYNC_TID: u32 = 1;
 const STREAM_TID_BASE: u32 = 100;
@@ -94,6 +97,7 @@ pub fn spans(report: &ProfileReport) -> Vec<Span> {
             }
             // Not before it was pushed, nor before the copy ahead of it ended.
             ProfiledWork::Copy { .. } => copy_end.unwrap_or(f64::MIN).max(r.pushed_ns as f64),
+            ProfiledWork::Upload { .. } => compute_end.unwrap_or(f64::MIN).max(r.pushed_ns as f64),
             ProfiledWork::ChainStart { .. } => continue,
         };
         let start = start.min(end);
@@ -120,6 +124,7 @@ pub fn chrome_trace(report: &ProfileReport, calls: &[CallSpan]) -> Value {
         json!({"ph": "M", "pid": GPU_PID, "name": "process_name", "args": {"name": "GPU"}}),
         json!({"ph": "M", "pid": GPU_PID, "tid": COMPUTE_TID, "name": "thread_name", "args": {"name": "compute queue"}}),
         json!({"ph": "M", "pid": GPU_PID, "tid": COPY_TID, "name": "thread_name", "args": {"name": "copy queue"}}),
+        json!({"ph": "M", "pid": GPU_PID, "tid": UPLOAD_TID, "name": "thread_name", "args": {"name": "compute queue: uploads"}}),
         json!({"ph": "M", "pid": HOST_PID, "name": "process_name", "args": {"name": "host"}}),
         json!({"ph": "M", "pid": HOST_PID, "tid": SYNC_TID, "name": "thread_name", "args": {"name": "sync points"}}),
     ];
@@ -142,6 +147,11 @@ pub fn chrome_trace(report: &ProfileReport, calls: &[CallSpan]) -> Value {
             ProfiledWork::Copy { bytes, fill } => (
                 if *fill { "fill" } else { "copy" }.to_string(),
                 COPY_TID,
+                json!({"bytes": bytes, "serial": r.serial}),
+            ),
+            ProfiledWork::Upload { bytes } => (
+                "upload".to_string(),
+                UPLOAD_TID,
                 json!({"bytes": bytes, "serial": r.serial}),
             ),
             ProfiledWork::ChainStart { .. } => continue,
@@ -565,6 +575,44 @@ mod tests {
         let text = serde_json::to_string(&t).unwrap();
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back["traceEvents"].as_array().unwrap().len(), events.len());
+    }
+
+    /// An upload the compute queue wrote lies on a track of its own and
+    /// holds back the kernel after it.
+    #[test]
+    fn an_inline_upload_has_its_own_track_and_the_next_kernel_starts_after_it() {
+        use QueueKind::Compute;
+        let r = ProfileReport {
+            records: vec![
+                record(1, ProfiledWork::Upload { bytes: 256 }, Compute, 10, 900),
+                record(2, ProfiledWork::ChainStart { chain: 1 }, Compute, 20, 950),
+                record(3, kernel("_Z7rmsnormPKfPfi", 1, 0), Compute, 20, 1_400),
+            ],
+            syncs: vec![],
+            missing: 0,
+            gpu_epoch_ns: Some(0),
+            stamped: true,
+        };
+        let t = chrome_trace(&r, &[]);
+        let events = t["traceEvents"].as_array().unwrap();
+        let upload = events
+            .iter()
+            .find(|e| e["ph"] == "X" && e["name"] == "upload")
+            .unwrap();
+        assert_eq!(upload["tid"], UPLOAD_TID);
+        assert_eq!(upload["args"]["bytes"], 256);
+        assert!(events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == COMPUTE_TID)
+            .all(|e| e["name"] == "rmsnorm"));
+        let k = spans(&r)
+            .into_iter()
+            .find(|s| matches!(s.record.work, ProfiledWork::Kernel { .. }))
+            .unwrap();
+        assert_eq!(
+            k.start_ns, 950.0,
+            "from its chain's start, after the upload"
+        );
     }
 
     #[test]

@@ -335,7 +335,7 @@ impl Runtime {
     /// through the actor where that says to ask it.
     pub fn synchronize(&self, stream: StreamId) -> Result<(), CudaError> {
         let past = self.lane.pushed() + 1;
-        if self.synced_past.load(Ordering::SeqCst) >= past {
+        if self.idle_since_sync() {
             return Ok(());
         }
         if let CallerSync::Done { covered } = self.lane.sync_point() {
@@ -350,6 +350,12 @@ impl Runtime {
     /// The lane's count so far: what a sync started now would cover.
     pub(crate) fn pushed(&self) -> u64 {
         self.lane.pushed()
+    }
+
+    /// Whether a sync that returned covered everything pushed so far: the
+    /// GPU has nothing of ours left to run.
+    pub(crate) fn idle_since_sync(&self) -> bool {
+        self.synced_past.load(Ordering::SeqCst) > self.lane.pushed()
     }
 
     /// Whether a sync that returned covered the lane's first `count` items

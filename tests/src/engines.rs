@@ -54,6 +54,11 @@ pub enum Step {
     Launch {
         qmd_address: u64,
     },
+    /// The compute engine writes bytes the push buffer carried.
+    InlineWrite {
+        dst: u64,
+        data: Vec<u8>,
+    },
     /// The channel's shader local memory: bytes per TPC
     /// (SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B).
     LocalMemory {
@@ -117,7 +122,8 @@ pub fn steps(words: &[u32]) -> Vec<Step> {
             EngineStep::Unbound { subchannel, method } => {
                 panic!("a method {method:#x} on subchannel {subchannel}, which ours never binds")
             }
-            EngineStep::InlineWrite { .. } | EngineStep::Bound { .. } => None,
+            EngineStep::InlineWrite { dst, data } => Some(Step::InlineWrite { dst, data }),
+            EngineStep::Bound { .. } => None,
         })
         .collect()
 }
@@ -129,6 +135,11 @@ pub enum Done {
         dst: u64,
         bytes: u64,
         fill: Option<u32>,
+    },
+    /// Bytes the compute engine wrote from the push buffer.
+    Upload {
+        dst: u64,
+        bytes: u64,
     },
     /// One kernel of a chain: its QMD's address and grid.
     Kernel {
@@ -270,6 +281,10 @@ impl Engines {
                 dst,
                 bytes: line_bytes * lines,
                 fill,
+            }),
+            Step::InlineWrite { dst, data } => self.log.push(Done::Upload {
+                dst,
+                bytes: data.len() as u64,
             }),
             Step::Launch { qmd_address } => {
                 let mut at = qmd_address;

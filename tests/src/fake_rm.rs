@@ -156,6 +156,12 @@ pub enum GpuEvent {
         address: u64,
         value: u64,
     },
+    /// Bytes the compute engine wrote from a push buffer (inline to
+    /// memory).
+    Upload {
+        dst: u64,
+        bytes: u64,
+    },
     Kernel {
         qmd_address: u64,
         program: u64,
@@ -567,6 +573,17 @@ impl FakeModule {
                         dst,
                         bytes: line_bytes * lines.max(1),
                         fill,
+                    });
+                }
+                Step::InlineWrite { dst, data } => {
+                    if !self.write_gpu(dst, &data) {
+                        // A write outside any mapping: the engine faults.
+                        self.remove_group(ch.group, 31);
+                        return true;
+                    }
+                    self.gpu_log.push(GpuEvent::Upload {
+                        dst,
+                        bytes: data.len() as u64,
                     });
                 }
                 Step::Launch { qmd_address } => {

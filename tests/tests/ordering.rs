@@ -659,3 +659,80 @@ fn events_are_reused_after_destroy_and_untimed_ones_have_no_time() {
     let c = host.call(|s| s.submit.create_event()).unwrap();
     assert_eq!(c, a, "the destroyed id is handed out again");
 }
+
+/// launch 1, a fill on the copy queue, an inline upload, launch 2: the
+/// upload runs on the compute queue after both, and launch 2 after it, in
+/// every interleaving; without the compute queue's waits some interleaving
+/// writes the upload before the fill it follows.
+#[test]
+fn an_inline_upload_keeps_its_place_in_stream_order() {
+    const UPLOAD_DST: u64 = 0x5_0000_0000;
+    let world = NullWorld::swallowing_doorbells(Duration::from_secs(5));
+    let host = world.start();
+    let kid = host
+        .call(|s| s.submit.register_kernel(kernel_desc()))
+        .unwrap();
+    let lane = host.call(|s| s.submit.lane()).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let launch = |i: u32| {
+        lane.launch(LaneLaunch {
+            stream,
+            kernel: kid,
+            grid: [i, 1, 1],
+            block: [32, 1, 1],
+            dynamic_shared_bytes: 0,
+            params: ParamBlock::new(&[i as u8; 16]),
+        })
+        .unwrap();
+    };
+    launch(1);
+    lane.push(LaneItem::Fill {
+        stream,
+        dst: FILL_DST,
+        bytes: 4096,
+        value: 7,
+    })
+    .unwrap();
+    lane.push(LaneItem::Upload {
+        stream,
+        dst: UPLOAD_DST,
+        data: vec![9u8; 64].into(),
+    })
+    .unwrap();
+    launch(2);
+    host.call(|s| s.submit.flush()).unwrap();
+    let subs = host.call(|s| s.submit.submissions()).unwrap();
+    let stats = host.call(|s| s.submit.stats()).unwrap();
+    assert_eq!((stats.inline_uploads, stats.inline_upload_bytes), (1, 64));
+    let mut read = reader(&host);
+    let mut broken = 0;
+    for waits in [true, false] {
+        for seed in 0..SEEDS {
+            let mut e = Engines::new(&subs);
+            if !waits {
+                e.remove_waits("compute");
+            }
+            e.run(seed, &mut read).unwrap();
+            let log = &e.log;
+            let k1 = position(log, kernel(1), "kernel 1");
+            let k2 = position(log, kernel(2), "kernel 2");
+            let filled = position(
+                log,
+                |d| matches!(d, Done::Copy { fill: Some(7), .. }),
+                "the fill",
+            );
+            let uploaded = position(
+                log,
+                |d| matches!(d, Done::Upload { dst, bytes: 64 } if *dst == UPLOAD_DST),
+                "the upload",
+            );
+            let ordered = k1 < filled && filled < uploaded && uploaded < k2;
+            if waits {
+                assert!(ordered, "seed {seed}: stream order broken: {log:?}");
+            } else if !ordered {
+                broken += 1;
+            }
+        }
+    }
+    assert!(broken > 0, "the order held by chance in all {SEEDS} runs");
+}

@@ -269,6 +269,7 @@ impl SubmitActor {
                 LaneItem::Copy {
                     src, dst, bytes, ..
                 } => self.queue_copy(src, 0, dst, 0, bytes, 1, None),
+                LaneItem::Upload { dst, data, .. } => self.queue_inline_upload(dst, &data),
                 LaneItem::Copy2d {
                     src,
                     src_pitch,

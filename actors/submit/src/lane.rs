@@ -115,6 +115,16 @@ pub enum LaneItem {
         dst: u64,
         bytes: u64,
     },
+    /// A small upload whose bytes travel in the compute queue's push
+    /// buffer (inline to memory), in stream order like a launch: no
+    /// staging memory, no copy engine, no wait between two queues. `dst`
+    /// and the length are multiples of four
+    /// ([`crate::pushbuf::INLINE_WORD_BYTES`]).
+    Upload {
+        stream: StreamId,
+        dst: u64,
+        data: Box<[u8]>,
+    },
     /// A 2-D copy: `height` rows of `width` bytes.
     Copy2d {
         stream: StreamId,

@@ -28,6 +28,7 @@ pub mod lane;
 mod local;
 pub mod profile;
 pub mod pushbuf;
+pub use pushbuf::INLINE_WORD_BYTES;
 mod queue;
 mod records;
 pub mod ring;

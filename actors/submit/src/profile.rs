@@ -47,6 +47,8 @@ pub enum ProfiledWork {
     },
     /// The copy engine's work: a copy or a fill of `bytes`.
     Copy { bytes: u64, fill: bool },
+    /// The compute engine's write of `bytes` from the push buffer.
+    Upload { bytes: u64 },
     /// The moment the compute queue reached a chain's head (its report is
     /// released just before the head's launch): where the seam ends.
     ChainStart { chain: u64 },

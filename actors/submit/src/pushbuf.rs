@@ -3,7 +3,10 @@
 //! `macuda_hw::methods`.
 
 use macuda_hw::methods::{compute, copy, host, pack, split_address};
-use macuda_hw::push::{FormatError, MethodHeader, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY};
+use macuda_hw::push::{FormatError, MethodHeader, MAX_COUNT, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY};
+
+/// Inline-to-memory moves whole 32-bit words.
+pub const INLINE_WORD_BYTES: u64 = 4;
 
 /// Host (channel-class) methods go on subchannel 0 whatever engine runs.
 pub const SUBCHANNEL_HOST: u8 = 0;
@@ -244,6 +247,66 @@ impl PushBuffer {
         Ok(())
     }
 
+    /// Write `data` at `dst` from the push buffer itself, in the compute
+    /// engine's order (inline-to-memory): a small upload that needs no copy
+    /// engine, no staging memory and no wait between two queues. The data
+    /// travels as whole words, so both the address and the length are
+    /// multiples of four; the stream of words is cut into as many
+    /// LOAD_INLINE_DATA headers as their 13-bit count needs.
+    ///
+    /// # Errors
+    /// An unaligned address or length, or an address beyond the field.
+    pub fn inline_to_memory(&mut self, dst: u64, data: &[u8]) -> Result<(), FormatError> {
+        let misaligned = |field: &'static str, value: u64| FormatError::Misaligned {
+            field: macuda_hw::push::FieldName::plain(field),
+            value,
+            align: INLINE_WORD_BYTES,
+        };
+        if !dst.is_multiple_of(INLINE_WORD_BYTES) {
+            return Err(misaligned("OFFSET_OUT", dst));
+        }
+        let len = data.len() as u64;
+        if !len.is_multiple_of(INLINE_WORD_BYTES) {
+            return Err(misaligned("LINE_LENGTH_IN", len));
+        }
+        let line = u32::try_from(len).map_err(|_| FormatError::TooWide {
+            field: macuda_hw::push::FieldName::plain("LINE_LENGTH_IN"),
+            value: len,
+            bits: 32,
+        })?;
+        let (hi, lo) = split_address(compute::OFFSET_OUT_UPPER::VALUE, dst)?;
+        self.methods(
+            SUBCHANNEL_COMPUTE,
+            compute::LINE_LENGTH_IN::BYTE_OFFSET,
+            &[line, 1, hi, lo],
+        )?;
+        // Pitch layout; no flush or system barrier of its own: the release
+        // that follows an upload waits for the engine to idle.
+        let launch = pack(&[
+            (
+                compute::LAUNCH_DMA::DST_MEMORY_LAYOUT,
+                compute::LAUNCH_DMA::DST_MEMORY_LAYOUT_PITCH,
+            ),
+            (
+                compute::LAUNCH_DMA::SYSMEMBAR_DISABLE,
+                compute::LAUNCH_DMA::SYSMEMBAR_DISABLE_TRUE,
+            ),
+        ])?;
+        self.method(SUBCHANNEL_COMPUTE, compute::LAUNCH_DMA::BYTE_OFFSET, launch)?;
+        let words: Vec<u32> = data
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        for part in words.chunks(usize::from(MAX_COUNT)) {
+            self.inline_data(
+                SUBCHANNEL_COMPUTE,
+                compute::LOAD_INLINE_DATA::BYTE_OFFSET,
+                part,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Invalidate the instruction, global-data and constant caches without
     /// waiting for idle: code or constants the CPU just wrote are read
     /// fresh by the launches that follow.
@@ -465,6 +528,44 @@ mod tests {
             host::SEM_EXECUTE::RELEASE_TIMESTAMP.get(plain),
             host::SEM_EXECUTE::RELEASE_TIMESTAMP_DIS
         );
+    }
+
+    #[test]
+    fn an_inline_upload_sets_the_line_then_streams_its_words_in_headers_of_at_most_8191() {
+        let data: Vec<u8> = (0..(9000u32 * 4)).map(|i| (i % 251) as u8).collect();
+        let mut pb = PushBuffer::new();
+        pb.inline_to_memory(0x12_3456_7800, &data).unwrap();
+        let d = decode_all(pb.words());
+        assert_eq!(
+            d[0],
+            (
+                compute::LINE_LENGTH_IN::BYTE_OFFSET,
+                vec![9000 * 4, 1, 0x12, 0x3456_7800]
+            )
+        );
+        assert_eq!(d[1].0, compute::LAUNCH_DMA::BYTE_OFFSET);
+        let launch = d[1].1[0];
+        assert_eq!(
+            compute::LAUNCH_DMA::DST_MEMORY_LAYOUT.get(launch),
+            compute::LAUNCH_DMA::DST_MEMORY_LAYOUT_PITCH
+        );
+        let streams: Vec<_> = d[2..].iter().collect();
+        assert_eq!(streams.len(), 2);
+        assert!(streams
+            .iter()
+            .all(|(m, _)| *m == compute::LOAD_INLINE_DATA::BYTE_OFFSET));
+        assert_eq!(streams[0].1.len(), 8191);
+        let back: Vec<u8> = streams
+            .iter()
+            .flat_map(|(_, w)| w.iter().flat_map(|x| x.to_le_bytes()))
+            .collect();
+        assert_eq!(back, data);
+        for (dst, len) in [(0x1002, 8), (0x1000, 6)] {
+            assert!(matches!(
+                PushBuffer::new().inline_to_memory(dst, &vec![0; len]),
+                Err(FormatError::Misaligned { .. })
+            ));
+        }
     }
 
     #[test]

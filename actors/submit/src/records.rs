@@ -121,6 +121,9 @@ pub struct SubmitStats {
     pub uploads: u64,
     pub upload_bytes: u64,
     pub copies: u64,
+    /// Uploads written by the compute engine from the push buffer.
+    pub inline_uploads: u64,
+    pub inline_upload_bytes: u64,
     pub fills: u64,
     pub events: u64,
     pub gp_entries: u64,

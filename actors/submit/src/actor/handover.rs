@@ -275,6 +275,27 @@ impl SubmitActor {
         self.submit(QueueKind::Copy, pb)
     }
 
+    /// A small upload in the compute queue's own order: after the kernels
+    /// queued before it have finished (a grid still running may read what
+    /// it overwrites), the engine writes the bytes from the push buffer,
+    /// then releases a timeline value of its own, which the next chain's
+    /// head waits for and a sync covers.
+    pub(super) fn queue_inline_upload(&mut self, dst: u64, data: &[u8]) -> Result<(), SubmitError> {
+        self.flush_chain_keep_going()?;
+        let value = self.compute.issued + 1;
+        let mut pb = self.chain_head_push(value)?;
+        pb.inline_to_memory(dst, data)
+            .map_err(SubmitError::Format)?;
+        self.compute.issued = value;
+        let bytes = data.len() as u64;
+        self.profile_inline_upload(bytes, value, &mut pb)?;
+        pb.host_semaphore(self.compute.timeline.address, value, false)
+            .map_err(SubmitError::Format)?;
+        self.stats.inline_uploads += 1;
+        self.stats.inline_upload_bytes += bytes;
+        self.submit_compute(pb)
+    }
+
     /// Flush the chain unless a fatal failure waits to be reported (what
     /// the device declines is remembered for the next sync point, so
     /// queuing goes on).

@@ -112,6 +112,31 @@ impl SubmitActor {
         Ok(())
     }
 
+    /// An inline upload of `bytes` whose compute-queue value is `value`: a
+    /// report once the engine wrote it.
+    pub(super) fn profile_inline_upload(
+        &mut self,
+        bytes: u64,
+        value: u64,
+        pb: &mut PushBuffer,
+    ) -> Result<(), SubmitError> {
+        self.make_profile_room(value - 1, self.copy.issued)?;
+        let Some(p) = self.profile.as_mut() else {
+            return Ok(());
+        };
+        let (serial, slot) = p.note(
+            ProfiledWork::Upload { bytes },
+            None,
+            QueueKind::Compute,
+            Some(value),
+        );
+        if let Some(slot) = slot {
+            pb.stamped_release(slot, serial)
+                .map_err(SubmitError::Format)?;
+        }
+        Ok(())
+    }
+
     /// Read every report the queues have passed.
     pub(super) fn read_profile(&mut self) -> Result<(), SubmitError> {
         if self.profile.is_none() {
