@@ -42,6 +42,36 @@ grep -q "median token: 24 kernels in 2 chains, GPU busy 48 us" <<<"$anatomy" || 
 grep -q "handed over in time: 3, gap median 25.0 us" <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
 grep -q "waited for the hand-over: 2," <<<"$anatomy" || { echo "anatomy.py read: $anatomy"; exit 1; }
 echo "anatomy.py: a made-up trace of 3 tokens read as made"
+# anatomy.py --against: a made-up stock trace (CUPTI's layout: no chains,
+# no pushes) beside one of ours, 5 tokens of 4 kernels of one family and 2
+# of another; the steps and totals per family must read as made.
+python3 - "$scratch" <<'PY'
+import json, sys
+def trace(path, durs, gap, ours):
+    ev, serial, t = [], 0, 1000.0
+    for token in range(5):
+        ev.append({"ph": "X", "pid": 2, "tid": 201, "name": "cudaGraphLaunch", "ts": t, "dur": 5})
+        ev.append({"ph": "X", "pid": 2, "tid": 201, "name": "cudaStreamSynchronize", "ts": t + 300,
+                   "dur": 40 if ours else 20})
+        start = t + 20
+        for name, d in [("_Z4rmsnPf", durs[0])] * 4 + [("_Z3mmvPf", durs[1])] * 2:
+            serial += 1
+            args = {"mangled": name, "serial": serial}
+            if ours:
+                args["chain"] = token
+            ev.append({"ph": "X", "pid": 1, "tid": 1, "name": name, "ts": start, "dur": d, "args": args})
+            start += d + gap
+        t += 400
+    json.dump({"traceEvents": ev}, open(path, "w"))
+trace(sys.argv[1] + "/stock.json", (2.0, 3.0), 0.5, False)
+trace(sys.argv[1] + "/ours.json", (3.0, 3.0), 1.0, True)
+PY
+side=$(python3 "$here/anatomy.py" "$scratch/ours.json" --against "$scratch/stock.json")
+for want in "(rmsn|_Z4rmsnPf) +4 / +4 +2.50 / +4.00 +9.5 / +15.0" "(mmv|_Z3mmvPf) +2 / +2 +3.50 / +4.00 +7.0 / +8.0" \
+  "all kernels +16.5 / +23.0" "cudaStreamSynchronize +20.0 / +40.0" "stock: the median token: 6 kernels"; do
+  grep -Eq "$want" <<<"$side" || { echo "anatomy.py --against read: $side (wanted $want)"; exit 1; }
+done
+echo "anatomy.py --against: a made-up stock trace beside one of ours read as made"
 # ops.sh against a made-up test-backend-ops with ops OPA and OPD (3 cases
 # each), OPC (2) and OPE (1): ours fails OPA's second case, OPC's first and
 # OPE's in the suite run and never reaches OPD's last two; alone, OPA's

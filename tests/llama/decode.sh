@@ -13,8 +13,11 @@
 # per model to OUTDIR/decode.txt. One more run of ours per model has the
 # GPU timeline on (MACUDA_PROFILE=OUTDIR/profile-NAME.json): its text must
 # be stock's too, and the summary line says how many reports it read and
-# how many were missing (PROFILE=0 leaves it out). Exit 0 when every text
-# is identical and no report went missing.
+# how many were missing (PROFILE=0 leaves it out). With STOCK_TRACE_LIB
+# (tests/device/cupti-trace.sh's library), one more run of stock has
+# CUPTI's timeline on (OUTDIR/stock-trace-NAME.json, its text compared
+# too), and anatomy.py sets its median token beside ours, kernel family by
+# family. Exit 0 when every text is identical and no report went missing.
 set -u
 build=$1
 lib=$2
@@ -68,6 +71,20 @@ for model in "$@"; do
     # Token by token: the period, the GPU's busy part, the idle between
     # tokens, and the seams between chains (anatomy.py).
     [ -s "$trace" ] && python3 "$(dirname "$0")/anatomy.py" "$trace" 2>&1 | sed 's/^/    /' >>"$f.summary"
+    if [ -n "${STOCK_TRACE_LIB:-}" ]; then
+      f=$out/decode-$name.stock-traced.1
+      stock_trace=$out/stock-trace-$name.json
+      CUDA_INJECTION64_PATH=$STOCK_TRACE_LIB MACUDA_CUPTI_TRACE=$stock_trace \
+        timeout --kill-after=5 300 "$bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" >"$f.txt" 2>"$f.err"
+      echo "$?" >"$f.rc"
+      runs+=("$f")
+      if [ -s "$stock_trace" ] && [ -s "$trace" ]; then
+        echo "    stock (CUPTI) beside ours (profiled), the median token:" >>"$out/decode-$name.ours-profiled.1.summary"
+        python3 "$(dirname "$0")/anatomy.py" "$trace" --against "$stock_trace" 2>&1 | sed 's/^/      /' \
+          >>"$out/decode-$name.ours-profiled.1.summary"
+      fi
+      [ -s "$stock_trace" ] && gzip -f "$stock_trace"
+    fi
     # Compressed, so the gate's archive carries every model's trace.
     [ -s "$trace" ] && gzip -f "$trace"
   fi

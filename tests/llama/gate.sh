@@ -122,7 +122,9 @@ fi
 # matters most and takes minutes.
 if [[ $parts == *" decode "* ]]; then
   note "decode started"
-  OURS_ENV=${GATE_OURS_ENV:-} bash "$here/decode.sh" "$build" "$lib" "$out/decode" \
+  # NVIDIA's side of the timeline, where CUPTI builds here.
+  stock_trace_lib=$(bash tests/device/cupti-trace.sh "$out/cupti" 2>"$out/cupti.txt")
+  STOCK_TRACE_LIB=$stock_trace_lib OURS_ENV=${GATE_OURS_ENV:-} bash "$here/decode.sh" "$build" "$lib" "$out/decode" \
     "$(model 1b-q4_0)" "$(model 1b-f16)" "$(model 8b-q4_0)" "$(model moe-q4_0)" >"$out/decode.log" 2>&1
   rc=$?
   result "greedy decode, ours byte-identical to stock${GATE_OURS_ENV:+ (ours with $GATE_OURS_ENV)}" "$rc"
