@@ -31,12 +31,18 @@
 //!   does to the next QMD of its chain (re-read it from memory and launch
 //!   it, the default, or launch it as the engine fetched it), to measure
 //!   what the re-read costs a chain.
-//! - `MACUDA_LAUNCH_INVALIDATE=all|none|NAME,...`: the caches every launch
-//!   invalidates before its grid runs (`all` by default: texture header,
-//!   sampler and data, shader data and constant, and the bound constant
-//!   banks; names as `macuda_submit::LaunchInvalidates::parse` takes), a
-//!   diagnostic to measure what each costs: the seed notes saw greedy text
-//!   change with them off while the op suite still passed.
+//! - `MACUDA_LAUNCH_INVALIDATE=cuda|all|none|NAME,...`: the caches every
+//!   launch invalidates before its grid runs (`cuda` by default, as CUDA's
+//!   graph QMDs: texture header, sampler and data, and shader data, with
+//!   the constant caches invalidated once at each chain's head; `all` adds
+//!   shader constant and each bound bank's to every launch; names as
+//!   `macuda_submit::LaunchInvalidates::parse` takes), a diagnostic to
+//!   measure what each costs: the seed notes saw greedy text change with
+//!   them off while the op suite still passed.
+//! - `MACUDA_CHAIN_PREFETCH=next|none`: each grid of a chain prefetches the
+//!   next one's code and bank 0 while it runs (`next`, the default, as
+//!   CUDA's graph QMDs do), or each grid fetches its own at launch
+//!   (`none`), to set the two side by side.
 //! - `MACUDA_GRAPH_REPLAY=recorded|nodes`: a CUDA graph's launches replay
 //!   its kernel runs as chains recorded on the card (`recorded`, the
 //!   default) or node by node as a stream runs them (`nodes`, as before
@@ -73,6 +79,7 @@ pub const CHAIN_MEMBAR: &str = "MACUDA_CHAIN_MEMBAR";
 pub const CHAIN_LINK: &str = "MACUDA_CHAIN_LINK";
 pub const LAUNCH_INVALIDATE: &str = "MACUDA_LAUNCH_INVALIDATE";
 pub const GRAPH_REPLAY: &str = "MACUDA_GRAPH_REPLAY";
+pub const CHAIN_PREFETCH: &str = "MACUDA_CHAIN_PREFETCH";
 pub const SYNC_WAIT: &str = "MACUDA_SYNC_WAIT";
 pub const SMALL_UPLOADS: &str = "MACUDA_SMALL_UPLOADS";
 pub const LOG: &str = "MACUDA_LOG";
@@ -116,6 +123,8 @@ pub struct Knobs {
     pub chain_link: Option<macuda_submit::ChainLink>,
     /// The caches every launch invalidates.
     pub launch_invalidates: Option<macuda_submit::LaunchInvalidates>,
+    /// Whether a grid prefetches the next one's code and bank 0.
+    pub chain_prefetch: Option<bool>,
     /// Graph launches replay node by node instead of as recorded chains.
     pub graph_nodes: bool,
     /// Small uploads go through pinned staging and the copy engine
@@ -238,10 +247,16 @@ impl Knobs {
                 macuda_submit::LaunchInvalidates::parse(&v).ok_or(KnobError {
                     name: LAUNCH_INVALIDATE,
                     value: v,
-                    expected: "all, none, or texture-header, texture-sampler, texture-data, shader-data, shader-constant, constant-banks joined by commas",
+                    expected: "cuda, all, none, or texture-header, texture-sampler, texture-data, shader-data, shader-constant, constant-banks joined by commas",
                 })
             })
             .transpose()?;
+        let chain_prefetch = word(
+            CHAIN_PREFETCH,
+            text(CHAIN_PREFETCH),
+            &[("next", true), ("none", false)],
+            "next or none",
+        )?;
         let graph_nodes = word(
             GRAPH_REPLAY,
             text(GRAPH_REPLAY),
@@ -304,6 +319,7 @@ impl Knobs {
             chain_membar,
             chain_link,
             launch_invalidates,
+            chain_prefetch,
             graph_nodes,
             staged_uploads,
             caller_waits,
@@ -412,6 +428,18 @@ mod tests {
         let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
         assert_eq!(default.submit.chain.link, ChainLink::InvalidateCopySchedule);
         assert_eq!(default.submit.chain.invalidates, LaunchInvalidates::CUDA);
+        assert!(default.submit.chain.prefetch_next);
+        let off = knobs(&[(CHAIN_PREFETCH, "none")]).unwrap();
+        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &off);
+        assert!(!config.submit.chain.prefetch_next);
+        assert_eq!(
+            knobs(&[(CHAIN_PREFETCH, "next")]).unwrap().chain_prefetch,
+            Some(true)
+        );
+        assert_eq!(
+            knobs(&[(CHAIN_PREFETCH, "all")]).unwrap_err().name,
+            CHAIN_PREFETCH
+        );
         let k = knobs(&[
             (CHAIN_LINK, "schedule"),
             (LAUNCH_INVALIDATE, "texture-data, shader-data"),

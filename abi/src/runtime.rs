@@ -145,6 +145,9 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     if let Some(invalidates) = knobs.launch_invalidates {
         config.submit.chain.invalidates = invalidates;
     }
+    if let Some(prefetch) = knobs.chain_prefetch {
+        config.submit.chain.prefetch_next = prefetch;
+    }
     if let Some(caller_waits) = knobs.caller_waits {
         config.submit.caller_waits = caller_waits;
     }

@@ -26,12 +26,12 @@ nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | hea
 bin=$out/kernel_chain
 "$nvcc" -O2 -arch=sm_90 -cudart shared -o "$bin" tests/device/kernel_chain.cu || { echo "nvcc failed"; exit 1; }
 variants=${VARIANTS:-"default= \
+no-prefetch=MACUDA_CHAIN_PREFETCH=none \
+invalidate-all=MACUDA_LAUNCH_INVALIDATE=all \
+nodes=MACUDA_GRAPH_REPLAY=nodes \
 link-schedule=MACUDA_CHAIN_LINK=schedule \
 membar-gpu=MACUDA_CHAIN_MEMBAR=gpu \
-invalidate-none=MACUDA_LAUNCH_INVALIDATE=none \
-invalidate-data=MACUDA_LAUNCH_INVALIDATE=texture-data,shader-data \
-invalidate-no-banks=MACUDA_LAUNCH_INVALIDATE=texture-header,texture-sampler,texture-data,shader-data,shader-constant \
-schedule-data=MACUDA_CHAIN_LINK=schedule+MACUDA_LAUNCH_INVALIDATE=texture-data,shader-data"}
+profile=MACUDA_PROFILE=/tmp/macuda-chain-variants-profile.json"}
 for b in "${blocks[@]}"; do
   for round in 1 2; do
     timeout 120 "$bin" "$kernels" "$replays" "$b" >"$out/b$b.stock.$round.txt" 2>&1

@@ -28,6 +28,8 @@
 #                       system-wide (stock reused)
 #        decode         greedy text byte-compared (decode.sh)
 #        bench          llama-bench pp512 / tg128 ratios (bench.sh)
+#        variants       llama-bench tg128, stock beside ours under each of
+#                       our performance settings (variants.sh)
 #        fault          llama-simple with the submit actor failing under it
 #                       (MACUDA_INJECT), and with a kernel faulting on the
 #                       GPU (MACUDA_INJECT_GPU_FAULT): ggml's CUDA error
@@ -56,7 +58,7 @@ build=${LLAMA_BUILD:-/tmp/macuda-llama-build}
 models=${MODELS:-/tmp/macuda-models}
 out=${GATE_OUT:-/tmp/macuda-gate}
 lib=${MACUDA_LIBS:-target/device/cublas/lib}
-parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync decode bench fault} "
+parts=" ${GATE_PARTS:-ops ops-nographs ops-depth32 ops-depth64 ops-sync decode bench variants fault} "
 mkdir -p "$out" "$models"
 summary=$out/summary.txt
 progress=$out/progress.txt
@@ -92,6 +94,7 @@ vocab=$src/models/ggml-vocab-llama-spm.gguf
 want=()
 [[ $parts == *" decode "* ]] && want+=(1b:q4_0 1b:f16 8b:q4_0 moe:q4_0)
 [[ $parts == *" bench "* ]] && want+=(1b:q4_0 8b:q4_0)
+[[ $parts == *" variants "* ]] && want+=(1b:q4_0 8b:q4_0)
 [[ $parts == *" fault "* ]] && want+=(1b:q4_0)
 for m in $(printf '%s\n' "${want[@]}" | awk '!seen[$0]++'); do
   shape=${m%%:*}
@@ -146,6 +149,13 @@ if [[ $parts == *" bench "* ]]; then
   rc=$?
   result "llama-bench, stock and ours interleaved${GATE_OURS_ENV:+ (ours with $GATE_OURS_ENV)}" "$rc"
   sed 's/^/        /' "$out/bench/bench.txt" | tee -a "$summary"
+fi
+if [[ $parts == *" variants "* ]]; then
+  note "variants started"
+  bash "$here/variants.sh" "$build" "$lib" "$out/variants" "$(model 1b-q4_0)" "$(model 8b-q4_0)" >"$out/variants.log" 2>&1
+  rc=$?
+  result "llama-bench tg128 under each of our settings" "$rc"
+  sed 's/^/        /' "$out/variants/variants.txt" | tee -a "$summary"
 fi
 if [[ $parts == *" fault "* ]]; then
   note "fault started"

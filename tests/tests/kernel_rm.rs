@@ -583,9 +583,14 @@ fn vector_adds_on_the_gpu(
             )
             .unwrap();
         if i + 1 < launches {
-            format
-                .link_qmd(&mut qmd, descs.va + ((i + 1) * qmd_stride) as u64)
-                .unwrap();
+            let next = macuda_submit::NextGrid {
+                qmd: descs.va + ((i + 1) * qmd_stride) as u64,
+                program: desc.entry,
+                code_bytes: desc.code_bytes,
+                bank0: descs.va + (banks_at + (i + 1) * bank_stride) as u64,
+                bank0_bytes: format.cbank0_bytes(&desc),
+            };
+            format.link_qmd(&mut qmd, &next).unwrap();
         } else {
             format.release_qmd(&mut qmd, sem.va, 1).unwrap();
         }

@@ -833,6 +833,77 @@ impl Qmd {
         Ok(())
     }
 
+    /// Binds constant bank `index` as `bank` says (valid, address, size,
+    /// prefetch, invalidate).
+    ///
+    /// # Errors
+    /// An index past the version's banks, a prefetch the version cannot
+    /// express, or an address or size its fields cannot hold.
+    pub fn set_constant_bank(
+        &mut self,
+        index: usize,
+        bank: &ConstantBank,
+    ) -> Result<(), FormatError> {
+        let version = self.version;
+        let l = version.layout();
+        let f = *l
+            .banks
+            .get(index)
+            .ok_or(absent("CONSTANT_BUFFER_VALID(index)", version))?;
+        self.set_bool(f.valid, bank.valid)?;
+        self.set_bool(f.invalidate, bank.invalidate)?;
+        self.set_split(
+            f.addr_lower,
+            f.addr_upper,
+            bank.address,
+            l.bank_address_shift,
+        )?;
+        self.set_units(f.size_shifted4, u64::from(bank.size), 4)?;
+        match (f.prefetch, f.prefetch_post, bank.prefetch) {
+            (Some(pf), _, p) => self.set_enum(pf, p),
+            (None, Some(post), BankPrefetch::None) => self.set(post, 0),
+            (None, Some(post), BankPrefetch::Post) => self.set(post, 1),
+            _ => Err(absent("CONSTANT_BUFFER_PREFETCH", version)),
+        }
+    }
+
+    /// Whether constant bank `index` is bound (false past the version's
+    /// banks).
+    pub fn constant_bank_valid(&self, index: usize) -> bool {
+        self.version
+            .layout()
+            .banks
+            .get(index)
+            .is_some_and(|f| self.get_bool(f.valid))
+    }
+
+    /// The code prefetch: `bytes` from `address` (both in 256-byte units),
+    /// at this grid's launch or after it (`PrefetchPost`, for the grid a
+    /// dependent slot will launch next).
+    ///
+    /// # Errors
+    /// An unaligned address or size, or one its fields cannot hold.
+    pub fn set_program_prefetch(
+        &mut self,
+        address: u64,
+        bytes: u32,
+        kind: ProgramPrefetchType,
+    ) -> Result<(), FormatError> {
+        let l = self.version.layout();
+        self.set_split(
+            l.program_prefetch_addr_lower_shifted,
+            l.program_prefetch_addr_upper_shifted,
+            address,
+            PROGRAM_PREFETCH_SHIFT,
+        )?;
+        self.set_units(
+            l.program_prefetch_size,
+            u64::from(bytes),
+            PROGRAM_PREFETCH_SHIFT,
+        )?;
+        self.set_enum(l.program_prefetch_type, kind)
+    }
+
     fn set_bool(&mut self, field: QmdField, value: bool) -> Result<(), FormatError> {
         self.set(field, u32::from(value))
     }
@@ -1257,6 +1328,9 @@ pub struct LaunchDescriptor {
     pub gpc_cga: [u32; 3],
 }
 
+/// Code prefetch addresses and sizes are kept in 256-byte units.
+pub const PROGRAM_PREFETCH_SHIFT: u32 = 8;
+
 fn absent(field: &'static str, version: QmdVersion) -> FormatError {
     FormatError::NotInVersion {
         field,
@@ -1308,18 +1382,11 @@ pub fn encode(version: QmdVersion, desc: &LaunchDescriptor) -> Result<Vec<u32>, 
         desc.program_address,
         l.program_address_shift,
     )?;
-    q.set_split(
-        l.program_prefetch_addr_lower_shifted,
-        l.program_prefetch_addr_upper_shifted,
+    q.set_program_prefetch(
         desc.program_prefetch_address,
-        8,
+        desc.program_prefetch_size,
+        desc.program_prefetch_type,
     )?;
-    q.set_units(
-        l.program_prefetch_size,
-        u64::from(desc.program_prefetch_size),
-        8,
-    )?;
-    q.set_enum(l.program_prefetch_type, desc.program_prefetch_type)?;
 
     for i in 0..3 {
         q.set(l.grid[i], desc.grid[i])?;
@@ -1406,22 +1473,8 @@ pub fn encode(version: QmdVersion, desc: &LaunchDescriptor) -> Result<Vec<u32>, 
         None => {}
     }
 
-    for (f, bank) in l.banks.iter().zip(&desc.constant_banks) {
-        q.set_bool(f.valid, bank.valid)?;
-        q.set_bool(f.invalidate, bank.invalidate)?;
-        q.set_split(
-            f.addr_lower,
-            f.addr_upper,
-            bank.address,
-            l.bank_address_shift,
-        )?;
-        q.set_units(f.size_shifted4, u64::from(bank.size), 4)?;
-        match (f.prefetch, f.prefetch_post, bank.prefetch) {
-            (Some(pf), _, p) => q.set_enum(pf, p)?,
-            (None, Some(post), BankPrefetch::None) => q.set(post, 0)?,
-            (None, Some(post), BankPrefetch::Post) => q.set(post, 1)?,
-            _ => return Err(absent("CONSTANT_BUFFER_PREFETCH", version)),
-        }
+    for (i, bank) in desc.constant_banks.iter().enumerate() {
+        q.set_constant_bank(i, bank)?;
     }
 
     for (f, r) in l.releases.iter().zip(&desc.releases) {
@@ -1542,9 +1595,9 @@ pub fn decode(version: QmdVersion, words: &[u32]) -> Result<LaunchDescriptor, Fo
         program_prefetch_address: q.get_split(
             l.program_prefetch_addr_lower_shifted,
             l.program_prefetch_addr_upper_shifted,
-            8,
+            PROGRAM_PREFETCH_SHIFT,
         ),
-        program_prefetch_size: q.get_units(l.program_prefetch_size, 8) as u32,
+        program_prefetch_size: q.get_units(l.program_prefetch_size, PROGRAM_PREFETCH_SHIFT) as u32,
         program_prefetch_type: q.get_enum(l.program_prefetch_type)?,
         register_count: q.get(l.register_count),
         barrier_count: q.get(l.barrier_count),

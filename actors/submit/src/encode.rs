@@ -7,8 +7,8 @@ use macuda_hw::cbank0::{self, DriverArea, DriverWords, BANK_ADDRESS_ALIGN, BANK_
 use macuda_hw::push::{FieldName, FormatError};
 use macuda_hw::qmd::{
     self, ApiVisibleCallLimit, BankPrefetch, CacheInvalidate, ConstantBank, CwdMembarType,
-    DependentAction, DependentSlot, LaunchDescriptor, Qmd, QmdType, QmdVersion, ReleaseSlot,
-    SamplerIndex, SmConfig, StructureSize,
+    DependentAction, DependentSlot, LaunchDescriptor, ProgramPrefetchType, Qmd, QmdType,
+    QmdVersion, ReleaseSlot, SamplerIndex, SmConfig, StructureSize,
 };
 use macuda_hw::sm::{
     arch_limits, ArchLimits, BlockNeeds, CARVE_OUT_FLOOR_KIB, RESERVED_SHARED_PER_BLOCK,
@@ -72,6 +72,10 @@ pub struct ChainTuning {
     pub membar: GridMembar,
     /// The caches every launch invalidates before its grid runs.
     pub invalidates: LaunchInvalidates,
+    /// Each grid of a chain prefetches the next one's code and bank 0
+    /// while it runs (`NextGrid`), as the QMDs of CUDA's graphs on the
+    /// H200 do, instead of the next grid fetching both when it launches.
+    pub prefetch_next: bool,
 }
 
 impl Default for ChainTuning {
@@ -80,8 +84,29 @@ impl Default for ChainTuning {
             link: ChainLink::InvalidateCopySchedule,
             membar: GridMembar::System,
             invalidates: LaunchInvalidates::CUDA,
+            prefetch_next: true,
         }
     }
+}
+
+/// The constant bank through which a grid prefetches the next grid's
+/// bank 0: the slot CUDA's graph QMDs on the H200 use. A kernel that binds
+/// that bank itself keeps it, and its successor's bank 0 is read at launch.
+pub const NEXT_BANK0_SLOT: usize = 5;
+
+/// What a grid of a chain knows of the grid after it: where its QMD lies
+/// (the dependent slot launches it), and the code and bank 0 it will read,
+/// which the grid prefetches after its own launch so the next one starts
+/// on warm caches instead of fetching both on the hand-over's critical
+/// path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextGrid {
+    pub qmd: u64,
+    /// The next kernel's entry and the bytes of code from there.
+    pub program: u64,
+    pub code_bytes: u64,
+    pub bank0: u64,
+    pub bank0_bytes: u64,
 }
 
 /// The caches a launch invalidates before its grid runs: five of the
@@ -104,9 +129,26 @@ pub struct LaunchInvalidates {
 }
 
 impl LaunchInvalidates {
-    /// What ours set by default (the instruction cache is invalidated
-    /// once, after code is uploaded, not per launch).
+    /// What ours set by default, as CUDA's graph QMDs on the H200 do: the
+    /// texture and data caches, which a grid may hold stale after the grid
+    /// before it wrote. Not the constant caches: a chain's banks 0 are all
+    /// written before its head launches, and the head's push buffer
+    /// invalidates the constant cache once for the whole chain (per launch
+    /// it would also throw away the bank 0 the grid before prefetched for
+    /// it). The instruction cache is invalidated once, after code is
+    /// uploaded.
     pub const CUDA: LaunchInvalidates = LaunchInvalidates {
+        texture_header: true,
+        texture_sampler: true,
+        texture_data: true,
+        shader_data: true,
+        shader_constant: false,
+        constant_banks: false,
+    };
+
+    /// Every cache a launch can invalidate, the constant caches included
+    /// (the default before chains invalidated constants at their head).
+    pub const ALL: LaunchInvalidates = LaunchInvalidates {
         texture_header: true,
         texture_sampler: true,
         texture_data: true,
@@ -125,12 +167,13 @@ impl LaunchInvalidates {
         constant_banks: false,
     };
 
-    /// `all`, `none`, or some of `texture-header`, `texture-sampler`,
+    /// `all`, `cuda` (the default), `none`, or some of `texture-header`, `texture-sampler`,
     /// `texture-data`, `shader-data`, `shader-constant`, `constant-banks`
     /// joined by commas (the ones left on); `None` for anything else.
     pub fn parse(text: &str) -> Option<LaunchInvalidates> {
         match text.trim() {
-            "all" => return Some(Self::CUDA),
+            "all" => return Some(Self::ALL),
+            "cuda" => return Some(Self::CUDA),
             "none" => return Some(Self::NONE),
             _ => {}
         }
@@ -339,12 +382,8 @@ impl DeviceFormat {
             group_id: QMD_GROUP_ID,
             sass_version: self.sass_version,
             program_address: k.entry,
-            program_prefetch_address: k.entry & !(PREFETCH_GRANULE - 1),
-            // CAST: at most 0x1FF00.
-            program_prefetch_size: k
-                .code_bytes
-                .next_multiple_of(PREFETCH_GRANULE)
-                .min(PREFETCH_MAX_BYTES) as u32,
+            program_prefetch_address: code_prefetch(k.entry, k.code_bytes).0,
+            program_prefetch_size: code_prefetch(k.entry, k.code_bytes).1,
             register_count: k.registers,
             barrier_count: k.barriers.max(1),
             // CAST: shared memory per CTA is far below 4 GiB.
@@ -396,15 +435,26 @@ impl DeviceFormat {
 
     /// Link `d` to the next QMD of its chain: when `d` completes, the engine
     /// re-reads the next one from memory (it was delivered by copy) and
-    /// schedules it.
-    pub fn link(&self, d: &mut LaunchDescriptor, next_qmd: u64) {
+    /// schedules it; with `prefetch_next`, `d` prefetches the next grid's
+    /// code and bank 0 after its own launch.
+    pub fn link(&self, d: &mut LaunchDescriptor, next: &NextGrid) {
         d.cwd_membar_type = self.chain.membar.membar();
         d.dependents[0] = DependentSlot {
             enable: true,
             action: self.chain.link.action(),
             prefetch: true,
-            qmd_address: next_qmd,
+            qmd_address: next.qmd,
         };
+        if !self.chain.prefetch_next {
+            return;
+        }
+        let (address, bytes) = code_prefetch(next.program, next.code_bytes);
+        d.program_prefetch_address = address;
+        d.program_prefetch_size = bytes;
+        d.program_prefetch_type = ProgramPrefetchType::PrefetchPost;
+        if !d.constant_banks[NEXT_BANK0_SLOT].valid {
+            d.constant_banks[NEXT_BANK0_SLOT] = next_bank0(next);
+        }
     }
 
     /// The chain's tail releases the compute timeline (the low 32 bits;
@@ -556,11 +606,19 @@ impl DeviceFormat {
     ///
     /// # Errors
     /// An address the pointer field cannot hold.
-    pub fn link_qmd(&self, q: &mut Qmd, next_qmd: u64) -> Result<(), FormatError> {
+    pub fn link_qmd(&self, q: &mut Qmd, next: &NextGrid) -> Result<(), FormatError> {
+        let next_qmd = next.qmd;
         q.set(
             self.qmd.layout().cwd_membar_type,
             self.chain.membar.membar() as u32,
         )?;
+        if self.chain.prefetch_next {
+            let (address, bytes) = code_prefetch(next.program, next.code_bytes);
+            q.set_program_prefetch(address, bytes, ProgramPrefetchType::PrefetchPost)?;
+            if !q.constant_bank_valid(NEXT_BANK0_SLOT) {
+                q.set_constant_bank(NEXT_BANK0_SLOT, &next_bank0(next))?;
+            }
+        }
         let d = &self.qmd.layout().dependents[0];
         q.set(d.enable, 1)?;
         q.set(d.action, self.chain.link.action() as u32)?;
@@ -637,6 +695,31 @@ impl DeviceFormat {
     }
 }
 
+/// The code prefetch for a kernel entered at `entry` with `code_bytes` of
+/// code: from the 256-byte unit holding the entry, whole units, at most
+/// what the field holds.
+fn code_prefetch(entry: u64, code_bytes: u64) -> (u64, u32) {
+    let start = entry & !(PREFETCH_GRANULE - 1);
+    let bytes = (entry - start + code_bytes)
+        .next_multiple_of(PREFETCH_GRANULE)
+        .min(PREFETCH_MAX_BYTES);
+    // CAST: at most PREFETCH_MAX_BYTES.
+    (start, bytes as u32)
+}
+
+/// The next grid's bank 0, bound for a prefetch after this grid's launch
+/// and never read by this grid's code.
+fn next_bank0(next: &NextGrid) -> ConstantBank {
+    ConstantBank {
+        valid: true,
+        address: next.bank0,
+        // CAST: bank 0 is far below 4 GiB.
+        size: next.bank0_bytes.next_multiple_of(BANK_SIZE_ALIGN) as u32,
+        prefetch: BankPrefetch::Post,
+        invalidate: false,
+    }
+}
+
 /// The bytes of a QMD as the engine reads them, into `out` (exactly the
 /// QMD's size).
 pub fn qmd_bytes(q: &Qmd, out: &mut [u8]) {
@@ -660,6 +743,15 @@ pub const CBANK0_ALIGN: u64 = BANK_ADDRESS_ALIGN;
 
 #[cfg(test)]
 mod tests {
+
+    /// The grid after the one under test: its QMD, code and bank 0.
+    const NEXT: NextGrid = NextGrid {
+        qmd: 0x4_0000_0100,
+        program: 0x1_0000_0480,
+        code_bytes: 700,
+        bank0: 0x4_0000_0400,
+        bank0_bytes: 0x230,
+    };
 
     /// The format for a compute capability, with the compute class its
     /// chips' channels get.
@@ -705,7 +797,7 @@ mod tests {
             dynamic_shared_bytes: 0x100,
         };
         let mut d = f.descriptor(&kernel(), &shape, 0x3_0000_0040);
-        f.link(&mut d, 0x4_0000_0100);
+        f.link(&mut d, &NEXT);
         DeviceFormat::release(&mut d, 0x5_0000_0000, 77);
         let mut bytes = Vec::new();
         f.encode(&d, &mut bytes).unwrap();
@@ -848,12 +940,17 @@ mod tests {
             let k = kernel();
             let t = f.template(k.clone()).unwrap();
             let back = qmd::decode(f.qmd, t.qmd.words()).unwrap();
-            let all = back.invalidate;
-            assert!(all.texture_data && all.shader_data && all.shader_constant && !all.instruction);
+            let cuda = back.invalidate;
+            assert!(cuda.texture_header && cuda.texture_sampler && cuda.texture_data);
+            assert!(cuda.shader_data && !cuda.shader_constant && !cuda.instruction);
             assert!(
-                back.constant_banks[0].invalidate,
-                "sm_{sm}: bank 0 by default"
+                !back.constant_banks[0].invalidate,
+                "sm_{sm}: bank 0 not by default (the chain's head does)"
             );
+            f.chain.invalidates = LaunchInvalidates::parse("all").unwrap();
+            let t = f.template(k.clone()).unwrap();
+            let back = qmd::decode(f.qmd, t.qmd.words()).unwrap();
+            assert!(back.invalidate.shader_constant && back.constant_banks[0].invalidate);
             f.chain.invalidates = LaunchInvalidates::parse("texture-data").unwrap();
             let t = f.template(k).unwrap();
             let back = qmd::decode(f.qmd, t.qmd.words()).unwrap();
@@ -865,6 +962,10 @@ mod tests {
         }
         assert_eq!(
             LaunchInvalidates::parse("all"),
+            Some(LaunchInvalidates::ALL)
+        );
+        assert_eq!(
+            LaunchInvalidates::parse("cuda"),
             Some(LaunchInvalidates::CUDA)
         );
         assert_eq!(
@@ -897,10 +998,10 @@ mod tests {
                 slot(0x3_0000_0040, &mut cb, false),
             )
             .unwrap();
-            f.link_qmd(&mut q, 0x4_0000_0100).unwrap();
+            f.link_qmd(&mut q, &NEXT).unwrap();
             f.release_qmd(&mut q, 0x5_0000_0000, 1 << 20).unwrap();
             let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
-            f.link(&mut d, 0x4_0000_0100);
+            f.link(&mut d, &NEXT);
             DeviceFormat::release(&mut d, 0x5_0000_0000, 1 << 20);
             let mut full = Vec::new();
             f.encode(&d, &mut full).unwrap();
@@ -1000,7 +1101,7 @@ mod tests {
             f.chain.membar = GridMembar::Gpu;
             let (k, shape, mut linked) = one_warp_launch(&f);
             let (_, _, mut tail) = one_warp_launch(&f);
-            f.link_qmd(&mut linked, 0x4_0000_0100).unwrap();
+            f.link_qmd(&mut linked, &NEXT).unwrap();
             f.release_qmd(&mut tail, 0x5_0000_0000, 7).unwrap();
             let field = f.qmd.layout().cwd_membar_type;
             assert_eq!(
@@ -1017,7 +1118,7 @@ mod tests {
             // does the same.
             let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
             assert_eq!(d.cwd_membar_type, CwdMembarType::L1Sysmembar);
-            f.link(&mut d, 0x4_0000_0100);
+            f.link(&mut d, &NEXT);
             assert_eq!(d.cwd_membar_type, CwdMembarType::L1Membar);
         }
     }
@@ -1041,5 +1142,59 @@ mod tests {
         assert_eq!(&out[0x370..0x374], &7u32.to_le_bytes());
         assert_eq!(&out[0x37c..0x380], &cbank0::STACK_TOP.to_le_bytes());
         assert_eq!(&out[0x380..0x380 + 96], &params[..]);
+    }
+
+    /// A linked grid prefetches the next one's code and bank 0 after its
+    /// own launch (bank 5, as CUDA's graph QMDs), a kernel that binds bank
+    /// 5 itself keeps it, and with `prefetch_next` off the grid prefetches
+    /// only its own code; no launch invalidates the constant caches by
+    /// default (the chain's head does, once).
+    #[test]
+    fn a_linked_grid_prefetches_the_next_grids_code_and_bank_0() {
+        for sm in [90, 120] {
+            let mut f = test_format(sm).unwrap();
+            let (k, shape, mut linked) = one_warp_launch(&f);
+            f.link_qmd(&mut linked, &NEXT).unwrap();
+            let words = linked.words().to_vec();
+            let d = qmd::decode(f.qmd, &words).unwrap();
+            assert_eq!(
+                d.program_prefetch_type,
+                ProgramPrefetchType::PrefetchPost,
+                "sm_{sm}"
+            );
+            assert_eq!(d.program_prefetch_address, 0x1_0000_0400);
+            // From 0x400: 0x80 before the entry and 700 bytes of code, in
+            // whole 256-byte units.
+            assert_eq!(d.program_prefetch_size, 0x400);
+            let b = d.constant_banks[NEXT_BANK0_SLOT];
+            assert!(b.valid && !b.invalidate);
+            assert_eq!(
+                (b.address, b.size, b.prefetch),
+                (0x4_0000_0400, 0x230, BankPrefetch::Post)
+            );
+            assert!(!d.invalidate.shader_constant);
+            assert!(
+                !d.constant_banks[0].invalidate,
+                "sm_{sm}: bank 0 kept in cache"
+            );
+            // A kernel of its own bank 5 keeps it.
+            let mut own = k.clone();
+            own.banks = vec![BankDesc {
+                bank: NEXT_BANK0_SLOT as u8,
+                address: 0x2_0000_0000,
+                bytes: 64,
+            }];
+            let mut d5 = f.descriptor(&own, &shape, 0x3_0000_0040);
+            f.link(&mut d5, &NEXT);
+            assert_eq!(d5.constant_banks[NEXT_BANK0_SLOT].address, 0x2_0000_0000);
+            assert_eq!(d5.program_prefetch_type, ProgramPrefetchType::PrefetchPost);
+            // Off: the grid's own code at its launch, bank 5 unbound.
+            f.chain.prefetch_next = false;
+            let (_, _, mut plain) = one_warp_launch(&f);
+            f.link_qmd(&mut plain, &NEXT).unwrap();
+            let d = qmd::decode(f.qmd, &plain.words().to_vec()).unwrap();
+            assert_eq!(d.program_prefetch_type, ProgramPrefetchType::PrefetchLaunch);
+            assert!(!d.constant_banks[NEXT_BANK0_SLOT].valid);
+        }
     }
 }

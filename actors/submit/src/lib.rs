@@ -40,7 +40,7 @@ pub use actor::setup::spawn;
 pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService};
 pub use encode::{
     BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchInvalidates,
-    LaunchShape,
+    LaunchShape, NextGrid, NEXT_BANK0_SLOT,
 };
 pub use error::{QueueMarks, SubmitError};
 pub use lane::{

@@ -319,6 +319,18 @@ impl PushBuffer {
         self.method(SUBCHANNEL_COMPUTE, I::BYTE_OFFSET, word)
     }
 
+    /// Invalidate the constant caches without waiting for idle: the banks
+    /// 0 the CPU wrote for the launches that follow are read fresh, where
+    /// their slots held other values before.
+    ///
+    /// # Errors
+    /// Never for this method; the header check is shared.
+    pub fn invalidate_constant_caches(&mut self) -> Result<(), FormatError> {
+        use compute::INVALIDATE_SHADER_CACHES_NO_WFI as I;
+        let word = pack(&[(I::CONSTANT, 1)])?;
+        self.method(SUBCHANNEL_COMPUTE, I::BYTE_OFFSET, word)
+    }
+
     /// A copy-engine transfer: `lines` lines of `line_bytes`, each line
     /// `src_pitch`/`dst_pitch` apart (1-D when `lines` is 1), or with
     /// `fill` set, writes of that 32-bit value instead of reading `src`.

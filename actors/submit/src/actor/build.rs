@@ -4,7 +4,7 @@
 
 use super::SubmitActor;
 use crate::arena::ArenaError;
-use crate::encode::{Bank0Slot, KernelTemplate, LaunchShape, CBANK0_ALIGN, QMD_ALIGN};
+use crate::encode::{Bank0Slot, KernelTemplate, LaunchShape, NextGrid, CBANK0_ALIGN, QMD_ALIGN};
 use crate::error::SubmitError;
 use crate::lane::{KernelId, StreamId};
 
@@ -32,6 +32,14 @@ impl SubmitActor {
         let mut qmd = self.chain.spare_or(self.format.qmd);
         let (format, address) = (&self.format, self.descriptor_base + cbank0_offset);
         let holds_template = self.tokens.place(kernel, cbank0_offset);
+        // What the launch before this one prefetches for it.
+        let next = NextGrid {
+            qmd: self.descriptor_base + qmd_offset,
+            program: t.desc.entry,
+            code_bytes: t.desc.code_bytes,
+            bank0: address,
+            bank0_bytes: cbank0_bytes,
+        };
         self.arena
             .write_with(cbank0_offset, cbank0_bytes, |cbank0| {
                 format.launch(
@@ -53,7 +61,7 @@ impl SubmitActor {
         let address = self.descriptor_base + qmd_offset;
         if let Some(mut prev) = self.chain.push(qmd_offset, address, qmd) {
             self.format
-                .link_qmd(&mut prev.qmd, address)
+                .link_qmd(&mut prev.qmd, &next)
                 .map_err(SubmitError::Format)?;
             self.write_qmd(prev.qmd_offset, &prev.qmd)?;
             self.chain.recycle(prev.qmd);

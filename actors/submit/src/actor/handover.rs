@@ -58,7 +58,9 @@ impl SubmitActor {
     /// (grids launched by separate SEND_PCAS run side by side; on the H200
     /// four chains of 32 dependent launches came out wrong without this
     /// wait), and the shader caches invalidated when the CPU wrote code or
-    /// constants since the last chain.
+    /// constants since the last chain, or else, unless every launch
+    /// invalidates them itself, the constant caches: the chain's banks 0
+    /// were written into slots that held other launches' before.
     pub(super) fn chain_head_push(&mut self, value: u64) -> Result<PushBuffer, SubmitError> {
         let mut pb = std::mem::take(&mut self.compute.pending);
         if let Some(v) = self.compute_waits_for_copy.take() {
@@ -71,6 +73,9 @@ impl SubmitActor {
         }
         if std::mem::take(&mut self.caches_stale) {
             pb.invalidate_shader_caches().map_err(SubmitError::Format)?;
+        } else if !self.format.chain.invalidates.constant_banks {
+            pb.invalidate_constant_caches()
+                .map_err(SubmitError::Format)?;
         }
         Ok(pb)
     }

@@ -8,7 +8,7 @@
 //! host's pace, not the GPU's.
 
 use super::SubmitActor;
-use crate::encode::{qmd_bytes, Bank0Slot, CBANK0_ALIGN, QMD_ALIGN};
+use crate::encode::{qmd_bytes, Bank0Slot, NextGrid, CBANK0_ALIGN, QMD_ALIGN};
 use crate::error::SubmitError;
 use crate::lane::{LaneLaunch, RecordedChainId};
 use crate::queue::QueueKind;
@@ -146,8 +146,15 @@ impl SubmitActor {
                 )
                 .map_err(SubmitError::Format)?;
             if let Some((at, mut p)) = prev.take() {
+                let next = NextGrid {
+                    qmd: buffer + s.qmd,
+                    program: t.desc.entry,
+                    code_bytes: t.desc.code_bytes,
+                    bank0: buffer + s.bank0,
+                    bank0_bytes: s.bank0_bytes,
+                };
                 self.format
-                    .link_qmd(&mut p, buffer + s.qmd)
+                    .link_qmd(&mut p, &next)
                     .map_err(SubmitError::Format)?;
                 qmd_bytes(&p, &mut image[at..at + qmd_len]);
             }
