@@ -1192,7 +1192,7 @@ mod tests {
             f.chain.prefetch_next = false;
             let (_, _, mut plain) = one_warp_launch(&f);
             f.link_qmd(&mut plain, &NEXT).unwrap();
-            let d = qmd::decode(f.qmd, &plain.words().to_vec()).unwrap();
+            let d = qmd::decode(f.qmd, plain.words()).unwrap();
             assert_eq!(d.program_prefetch_type, ProgramPrefetchType::PrefetchLaunch);
             assert!(!d.constant_banks[NEXT_BANK0_SLOT].valid);
         }
