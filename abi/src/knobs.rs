@@ -43,6 +43,12 @@
 //!   next one's code and bank 0 while it runs (`next`, the default, as
 //!   CUDA's graph QMDs do), or each grid fetches its own at launch
 //!   (`none`), to set the two side by side.
+//! - `MACUDA_CARVE_OUT_MIN=occupancy|block`: the least shared-memory
+//!   carve-out a launch lets an SM run it in: the one that holds every
+//!   block the SM takes in at once (`occupancy`, the default, also the
+//!   target), or the one that holds a single block (`block`, as CUDA's
+//!   graph QMDs ask), to measure whether SMs reconfiguring between grids
+//!   of differing needs cost a chain.
 //! - `MACUDA_GRAPH_REPLAY=recorded|nodes`: a CUDA graph's launches replay
 //!   its kernel runs as chains recorded on the card (`recorded`, the
 //!   default) or node by node as a stream runs them (`nodes`, as before
@@ -80,6 +86,7 @@ pub const CHAIN_LINK: &str = "MACUDA_CHAIN_LINK";
 pub const LAUNCH_INVALIDATE: &str = "MACUDA_LAUNCH_INVALIDATE";
 pub const GRAPH_REPLAY: &str = "MACUDA_GRAPH_REPLAY";
 pub const CHAIN_PREFETCH: &str = "MACUDA_CHAIN_PREFETCH";
+pub const CARVE_OUT_MIN: &str = "MACUDA_CARVE_OUT_MIN";
 pub const SYNC_WAIT: &str = "MACUDA_SYNC_WAIT";
 pub const SMALL_UPLOADS: &str = "MACUDA_SMALL_UPLOADS";
 pub const LOG: &str = "MACUDA_LOG";
@@ -125,6 +132,8 @@ pub struct Knobs {
     pub launch_invalidates: Option<macuda_submit::LaunchInvalidates>,
     /// Whether a grid prefetches the next one's code and bank 0.
     pub chain_prefetch: Option<bool>,
+    /// The least carve-out a launch lets an SM run it in.
+    pub carve_out_min: Option<macuda_submit::CarveOutMin>,
     /// Graph launches replay node by node instead of as recorded chains.
     pub graph_nodes: bool,
     /// Small uploads go through pinned staging and the copy engine
@@ -257,6 +266,15 @@ impl Knobs {
             &[("next", true), ("none", false)],
             "next or none",
         )?;
+        let carve_out_min = word(
+            CARVE_OUT_MIN,
+            text(CARVE_OUT_MIN),
+            &[
+                ("occupancy", macuda_submit::CarveOutMin::Occupancy),
+                ("block", macuda_submit::CarveOutMin::OneBlock),
+            ],
+            "occupancy or block",
+        )?;
         let graph_nodes = word(
             GRAPH_REPLAY,
             text(GRAPH_REPLAY),
@@ -320,6 +338,7 @@ impl Knobs {
             chain_link,
             launch_invalidates,
             chain_prefetch,
+            carve_out_min,
             graph_nodes,
             staged_uploads,
             caller_waits,
@@ -439,6 +458,20 @@ mod tests {
         assert_eq!(
             knobs(&[(CHAIN_PREFETCH, "all")]).unwrap_err().name,
             CHAIN_PREFETCH
+        );
+        assert_eq!(
+            default.submit.chain.carve_out_min,
+            macuda_submit::CarveOutMin::Occupancy
+        );
+        let block = knobs(&[(CARVE_OUT_MIN, "block")]).unwrap();
+        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &block);
+        assert_eq!(
+            config.submit.chain.carve_out_min,
+            macuda_submit::CarveOutMin::OneBlock
+        );
+        assert_eq!(
+            knobs(&[(CARVE_OUT_MIN, "8k")]).unwrap_err().name,
+            CARVE_OUT_MIN
         );
         let k = knobs(&[
             (CHAIN_LINK, "schedule"),

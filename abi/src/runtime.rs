@@ -148,6 +148,9 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     if let Some(prefetch) = knobs.chain_prefetch {
         config.submit.chain.prefetch_next = prefetch;
     }
+    if let Some(min) = knobs.carve_out_min {
+        config.submit.chain.carve_out_min = min;
+    }
     if let Some(caller_waits) = knobs.caller_waits {
         config.submit.caller_waits = caller_waits;
     }

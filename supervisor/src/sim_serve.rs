@@ -44,6 +44,7 @@ pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
     ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst))
         .map_err(|e| format!("cannot take Ctrl-C: {e}"))?;
     let _ = writeln!(out, "{}", describe(&chip, &server.device_word()));
+    let _ = writeln!(out, "{}", models_line(&card_models(&server)));
     for f in &s.faults {
         let _ = writeln!(out, "sim: fault injected: {f:?}");
     }
@@ -52,6 +53,28 @@ pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
     server.run_until(&STOP);
     let _ = writeln!(out, "sim: stopped");
     Ok(())
+}
+
+/// The kernels the served card models, each once.
+fn card_models(server: &Server<Card>) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = server
+        .device()
+        .kernel_models()
+        .known()
+        .map(|(name, _)| name)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// Kernels do not run on the sim: say which launches have their effect
+/// computed by a host-side model, so nobody takes a result for the GPU's.
+fn models_line(names: &[&str]) -> String {
+    format!(
+        "sim: kernels do not run; host-side models compute launches of {} (our test kernels), every other launch is only recorded",
+        names.join(", ")
+    )
 }
 
 fn word(listen: &Listen) -> String {

@@ -213,6 +213,24 @@ impl ArchLimits {
             .find(|&s| u64::from(s) >= need)
             .unwrap_or(max)
     }
+
+    /// The smallest carve-out, in KiB, that holds one such block: the
+    /// least an SM may be configured with and still run the grid (CUDA's
+    /// graph QMDs on the H200 ask 8 KiB as their minimum for a kernel
+    /// without shared memory, beside a target of `carve_out_kib`'s).
+    pub fn one_block_carve_out_kib(&self, b: BlockNeeds) -> u32 {
+        let max = self.max_carve_out_kib();
+        let need = b
+            .shared_bytes
+            .next_multiple_of(SHARED_UNIT)
+            .div_ceil(1 << 10);
+        CARVE_OUT_STEPS_KIB
+            .iter()
+            .copied()
+            .filter(|&s| s <= max)
+            .find(|&s| u64::from(s) >= need)
+            .unwrap_or(max)
+    }
 }
 
 #[cfg(test)]
@@ -353,5 +371,24 @@ mod tests {
             shared_bytes: 40 << 10,
         };
         assert_eq!(arch_limits(120).carve_out_kib(b), 100);
+    }
+
+    #[test]
+    fn one_block_needs_the_smallest_step_that_holds_it() {
+        let needs = |shared_bytes| BlockNeeds {
+            threads: 256,
+            registers: 32,
+            shared_bytes,
+        };
+        // The reserve alone: the smallest step, below CUDA's floor.
+        assert_eq!(h200().one_block_carve_out_kib(needs(1 << 10)), 8);
+        assert_eq!(h200().one_block_carve_out_kib(needs(10 << 10)), 16);
+        assert_eq!(h200().one_block_carve_out_kib(needs(66560)), 100);
+        assert_eq!(h200().one_block_carve_out_kib(needs(200 << 10)), 228);
+        // Never above the occupancy carve-out of the same blocks.
+        for bytes in [1 << 10, 10 << 10, 40 << 10, 66560, 200 << 10] {
+            let b = needs(bytes);
+            assert!(h200().one_block_carve_out_kib(b) <= h200().carve_out_kib(b));
+        }
     }
 }

@@ -76,6 +76,10 @@ pub struct ChainTuning {
     /// while it runs (`NextGrid`), as the QMDs of CUDA's graphs on the
     /// H200 do, instead of the next grid fetching both when it launches.
     pub prefetch_next: bool,
+    /// The least carve-out each launch lets its SMs run in. It belongs
+    /// here because it decides whether an SM must drain and reconfigure
+    /// its shared memory before the next grid of a chain may start there.
+    pub carve_out_min: CarveOutMin,
 }
 
 impl Default for ChainTuning {
@@ -85,8 +89,24 @@ impl Default for ChainTuning {
             membar: GridMembar::System,
             invalidates: LaunchInvalidates::CUDA,
             prefetch_next: true,
+            carve_out_min: CarveOutMin::Occupancy,
         }
     }
+}
+
+/// MIN_SM_CONFIG_SHARED_MEM_SIZE of a launch; its target is always the
+/// carve-out that holds every block an SM takes in at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CarveOutMin {
+    /// The minimum is the target: an SM configured for any other
+    /// carve-out reconfigures before it takes the grid's blocks (what ran
+    /// on the H200 first).
+    Occupancy,
+    /// The minimum is the smallest carve-out that holds one block (CUDA's
+    /// graph QMDs ask 8 KiB for a kernel without shared memory): an SM
+    /// configured larger may take the grid as it is, so grids of differing
+    /// needs follow each other without a reconfiguration between them.
+    OneBlock,
 }
 
 /// The constant bank through which a grid prefetches the next grid's
@@ -330,7 +350,11 @@ impl DeviceFormat {
             shared_bytes: bytes,
         };
         let kib = self.limits.carve_out_kib(needs);
-        SmConfig::from_kib(kib, kib, self.limits.max_carve_out_kib()).unwrap_or(self.sm_config)
+        let min = match self.chain.carve_out_min {
+            CarveOutMin::Occupancy => kib,
+            CarveOutMin::OneBlock => self.limits.one_block_carve_out_kib(needs),
+        };
+        SmConfig::from_kib(min, kib, self.limits.max_carve_out_kib()).unwrap_or(self.sm_config)
     }
 
     /// Bytes of one QMD.
@@ -889,6 +913,38 @@ mod tests {
             u64::from(back.shared_memory_size),
             h.block_shared_bytes(&k, 64 * 1024)
         );
+    }
+
+    #[test]
+    fn one_block_minimum_lowers_only_the_minimum() {
+        let kib = |c: SmConfig| ((u32::from(c.min) - 1) * 4, (u32::from(c.target) - 1) * 4);
+        let mut h = test_format(90).unwrap();
+        h.chain.carve_out_min = CarveOutMin::OneBlock;
+        let mut k = kernel();
+        k.registers = 126;
+        let block = [256, 1, 1];
+        assert_eq!(kib(h.sm_config_for(&k, block, 0x400)), (8, 32));
+        assert_eq!(kib(h.sm_config_for(&k, block, 66560)), (100, 132));
+        assert_eq!(kib(h.sm_config_for(&k, block, 200 * 1024)), (228, 228));
+        // The launch from the template carries it too.
+        let shape = LaunchShape {
+            grid: [1, 1, 1],
+            block,
+            dynamic_shared_bytes: 0,
+        };
+        let t = h.template(k.clone()).unwrap();
+        let mut q = t.qmd.clone();
+        let mut bank = vec![0u8; t.cbank0.len()];
+        h.launch(
+            &t,
+            &shape,
+            &vec![0u8; k.param_bytes as usize],
+            &mut q,
+            slot(0x3_0000_0040, &mut bank, false),
+        )
+        .unwrap();
+        let back = qmd::decode(h.qmd, q.words()).unwrap();
+        assert_eq!(kib(back.sm_config.unwrap()), (8, 32));
     }
 
     fn slot(address: u64, bytes: &mut [u8], holds_template: bool) -> Bank0Slot<'_> {

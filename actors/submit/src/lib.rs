@@ -39,8 +39,8 @@ mod timeline;
 pub use actor::setup::spawn;
 pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService};
 pub use encode::{
-    BankDesc, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc, LaunchInvalidates,
-    LaunchShape, NextGrid, NEXT_BANK0_SLOT,
+    BankDesc, CarveOutMin, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc,
+    LaunchInvalidates, LaunchShape, NextGrid, NEXT_BANK0_SLOT,
 };
 pub use error::{QueueMarks, SubmitError};
 pub use lane::{

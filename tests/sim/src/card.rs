@@ -16,6 +16,7 @@ use crate::fsp::{Fsp, FspFailure};
 use crate::gsp_falcon::{GspFalcon, GspStage};
 use crate::gsp_rm::GspRm;
 use crate::host_memory::HostMemory;
+use crate::kernel_models::KernelModels;
 use crate::mmu::Tlb;
 use crate::server::{Device, SharedMapping};
 use crate::vram::Vram;
@@ -26,6 +27,7 @@ use macuda_hw::regs::{
     NV_VIRTUAL_FUNCTION_DOORBELL, NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE,
 };
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// BAR indices the card decodes.
@@ -69,6 +71,9 @@ pub struct Card {
     faults: FaultPlan,
     /// GSP-RM sends a CPU-sequencer script at boot (`send_boot_sequencer`).
     boot_sequencer: bool,
+    /// Host-side models of our own test kernels, which compute the effect
+    /// of a launch of one of them (`crate::kernel_models`).
+    kernel_models: Arc<KernelModels>,
 }
 
 impl Card {
@@ -96,12 +101,19 @@ impl Card {
             channel_faults: HashMap::new(),
             faults: FaultPlan::default(),
             boot_sequencer: false,
+            kernel_models: Arc::new(KernelModels::ours()),
             chip,
         }
     }
 
     pub fn chip(&self) -> &SimChip {
         &self.chip
+    }
+
+    /// The kernels whose launches the card computes with a host-side
+    /// model; every other launch is only recorded.
+    pub fn kernel_models(&self) -> &KernelModels {
+        &self.kernel_models
     }
 
     pub fn resets(&self) -> u32 {

@@ -5,14 +5,19 @@
 //! every launched QMD chain walked: each QMD decoded in the version its
 //! class takes, its constant bank 0 read, its releases written, its
 //! dependent QMD followed. Kernels themselves do not run; each launch is
-//! recorded with the bank 0 it would have read.
+//! recorded with the bank 0 it would have read, and where its code is one
+//! of our own test kernels, that kernel's host-side model computes its
+//! effect (`crate::kernel_models`).
 
+use crate::kernel_models::{KernelMemory, KernelModels, ModelError, ModelLaunch, ModelOutcome};
 use crate::mmu::{Access, MmuFault, PageDirectory, PhysicalMemory, Target, Tlb, Walked};
 use crate::pbdma::{decode, EngineStep, Pbdma, PushError};
+use macuda_hw::cbank0::DriverArea;
 use macuda_hw::push::{GpEntry, USERD_GP_GET, USERD_GP_PUT};
 use macuda_hw::qmd::{self, LaunchDescriptor, QmdVersion, StructureSize};
 use macuda_hw::rm;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// A GPFIFO entry's size in bytes.
 const GP_ENTRY_BYTES: u64 = 8;
@@ -53,6 +58,12 @@ pub enum ChannelFault {
     LocalMemory { address: u64, need: u64, have: u64 },
     #[error("a copy of {lines} lines of {line_bytes} bytes is more than the sim moves ({COPY_LIMIT} bytes)")]
     CopyTooLarge { line_bytes: u64, lines: u64 },
+    #[error("the QMD at {address:#x} launches {kernel}, whose model could not run it: {why}")]
+    Model {
+        address: u64,
+        kernel: &'static str,
+        why: String,
+    },
 }
 
 /// The most one copy-engine launch may move in the sim: a push buffer
@@ -68,6 +79,7 @@ impl ChannelFault {
                 (rm::XID_MMU_FAULT, Some((fault.va(), fault.fault_type())))
             }
             ChannelFault::Qmd { .. }
+            | ChannelFault::Model { .. }
             | ChannelFault::EndlessChain { .. }
             | ChannelFault::LocalMemory { .. } => (rm::XID_GR_EXCEPTION, None),
             ChannelFault::Userd { .. }
@@ -86,6 +98,9 @@ pub struct LaunchRecord {
     pub descriptor: LaunchDescriptor,
     /// Constant bank 0 as the kernel would read it.
     pub bank0: Vec<u8>,
+    /// Whether a host-side model computed the kernel's effect: a result
+    /// checked on the sim is checked against that model, not a GPU.
+    pub model: ModelOutcome,
 }
 
 /// One GPFIFO channel of the card.
@@ -112,6 +127,10 @@ pub struct Channel {
     pending: VecDeque<EngineStep>,
     /// Every launch, in order.
     pub launches: Vec<LaunchRecord>,
+    /// The kernels whose effect the sim computes, and where their bank 0
+    /// keeps the driver's words on this card (none: every launch is only
+    /// recorded).
+    pub models: Option<(Arc<KernelModels>, DriverArea)>,
 }
 
 /// What a run ended at.
@@ -137,6 +156,7 @@ impl Channel {
             pbdma: Pbdma::default(),
             pending: VecDeque::new(),
             launches: Vec::new(),
+            models: None,
         }
     }
 
@@ -338,6 +358,23 @@ impl Channel {
             }
             let mut bank0 = vec![0u8; b0.size as usize];
             read_va(mem, tlb, root, b0.address, &mut bank0).map_err(compute)?;
+            // The kernel's effect lands before its releases, as the
+            // grid's writes do before its barrier and release.
+            let model = match &self.models {
+                None => ModelOutcome::NotModelled,
+                Some((models, area)) => {
+                    let launch = ModelLaunch {
+                        grid: d.grid,
+                        block: d.block,
+                        bank0: &bank0,
+                        area: *area,
+                    };
+                    let mut port = ComputePort { mem, tlb, root };
+                    models
+                        .run(d.program_address, &launch, &mut port)
+                        .map_err(|e| model_fault(at, models, d.program_address, &mut port, e))?
+                }
+            };
             for r in d.releases.iter().filter(|r| r.enable) {
                 let n = match (r.structure_size, r.payload64b) {
                     (StructureSize::OneWord, false) => 4,
@@ -361,6 +398,7 @@ impl Channel {
                 qmd_address: at,
                 descriptor: d,
                 bank0,
+                model,
             });
             if !next.enable {
                 return Ok(());
@@ -452,6 +490,48 @@ fn pieces(
     Ok(())
 }
 
+/// The channel's VA space as a modelled kernel reaches it.
+struct ComputePort<'a, M: CardMemory> {
+    mem: &'a mut M,
+    tlb: &'a mut Tlb,
+    root: PageDirectory,
+}
+
+impl<M: CardMemory> KernelMemory for ComputePort<'_, M> {
+    fn read(&mut self, va: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        read_va(&*self.mem, self.tlb, self.root, va, out).map_err(AccessFault::into_model)
+    }
+
+    fn write(&mut self, va: u64, data: &[u8]) -> Result<(), ModelError> {
+        write_va(self.mem, self.tlb, self.root, va, data).map_err(AccessFault::into_model)
+    }
+}
+
+/// The channel fault a modelled kernel's error stops the channel with: an
+/// MMU fault as the compute engine's, anything else naming the kernel.
+fn model_fault(
+    address: u64,
+    models: &KernelModels,
+    program: u64,
+    port: &mut dyn KernelMemory,
+    e: ModelError,
+) -> ChannelFault {
+    match e {
+        ModelError::Memory { fault, access } => ChannelFault::Mmu {
+            engine: "compute (a modelled kernel)",
+            fault,
+            access,
+        },
+        other => ChannelFault::Model {
+            address,
+            kernel: models
+                .identify(port, program)
+                .map_or("a kernel", |k| k.name),
+            why: other.to_string(),
+        },
+    }
+}
+
 /// An MMU fault, and the access that met it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessFault {
@@ -466,6 +546,13 @@ impl AccessFault {
             engine,
             fault: f.fault,
             access: f.access,
+        }
+    }
+
+    fn into_model(self) -> ModelError {
+        ModelError::Memory {
+            fault: self.fault,
+            access: self.access,
         }
     }
 }
@@ -763,6 +850,109 @@ mod tests {
         m.read_physical(Target::Video, USERD + USERD_GP_GET, &mut gp_get)
             .unwrap();
         assert_eq!(u32::from_le_bytes(gp_get), 1, "GP_GET past the entry");
+    }
+
+    #[test]
+    fn a_launch_of_a_modelled_kernel_computes_before_its_release() {
+        use crate::kernel_models::KernelModels;
+        let mut m = card();
+        let mut tlb = Tlb::default();
+        let area = macuda_hw::cbank0::HOPPER;
+        // vector_add's sm_90 code, as a loader would have placed it.
+        let cubin = include_bytes!("../../cuda/fixtures/vector_add.sm_90.cubin");
+        let mut code = Vec::new();
+        {
+            use object::{Object, ObjectSection};
+            let f = object::File::parse(&cubin[..]).unwrap();
+            let s = f.section_by_name(".text.vector_add").unwrap();
+            code.extend_from_slice(s.data().unwrap());
+        }
+        let (program, a, b, c, sem) = (
+            VA + 0x1_0000,
+            VA + 0x2_0000,
+            VA + 0x2_1000,
+            VA + 0x2_2000,
+            VA + 0x3_0000,
+        );
+        put(&mut m, program, &code);
+        let n = 600u32;
+        let floats = |f: &dyn Fn(u32) -> f32| -> Vec<u8> {
+            (0..1024).flat_map(|i| f(i).to_le_bytes()).collect()
+        };
+        put(&mut m, a, &floats(&|i| i as f32));
+        put(&mut m, b, &floats(&|_| 2.0));
+        // Bank 0: blockDim (128, 1, 1), then a, b, c and n as parameters.
+        let b0 = VA + 0x9000;
+        let mut bank = vec![0u8; area.param_base as usize + 28];
+        bank[area.block_dim as usize..][..4].copy_from_slice(&128u32.to_le_bytes());
+        let mut params: Vec<u8> = [a, b, c].iter().flat_map(|p| p.to_le_bytes()).collect();
+        params.extend(n.to_le_bytes());
+        bank[area.param_base as usize..].copy_from_slice(&params);
+        put(&mut m, b0, &bank);
+        let mut d = qmd::decode(
+            QmdVersion::V04_00,
+            &qmd(b0, Some((sem, 5)), None)
+                .chunks(4)
+                .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        d.program_address = program;
+        // CAST: bank 0 is small.
+        d.constant_banks[0].size = (bank.len() as u32).next_multiple_of(0x10);
+        let q = VA + 0x8000;
+        let words = qmd::encode(QmdVersion::V04_00, &d).unwrap();
+        put(
+            &mut m,
+            q,
+            &words
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect::<Vec<_>>(),
+        );
+        let mut w = binding();
+        w.extend(inc(
+            SC_COMPUTE,
+            compute::SEND_PCAS_A::BYTE_OFFSET,
+            &[(q >> 8) as u32],
+        ));
+        w.extend(inc(
+            SC_COMPUTE,
+            compute::SEND_SIGNALING_PCAS2_B::BYTE_OFFSET,
+            &[0xA],
+        ));
+        let mut ch = Channel::new(VA, 16, (Target::Video, USERD), ROOT);
+        ch.models = Some((Arc::new(KernelModels::ours()), area));
+        submit(&mut m, 0, &w);
+        ch.ring();
+        assert_eq!(ch.run(&mut m, &mut tlb, 0), Ok(Progress::Idle));
+        assert_eq!(ch.launches[0].model, ModelOutcome::Ran("vector_add"));
+        assert_eq!(get(&m, sem, 4), 5u32.to_le_bytes());
+        let out = get(&m, c, 4096);
+        for i in 0..1024usize {
+            let v = f32::from_le_bytes(out[4 * i..4 * i + 4].try_into().unwrap());
+            // Four blocks of 128 threads reach 512 of the 600 elements.
+            let want = if i < 512 { i as f32 + 2.0 } else { 0.0 };
+            assert_eq!(v, want, "c[{i}]");
+        }
+        // Without models the same launch is only recorded.
+        let mut m2 = card();
+        put(&mut m2, program, &code);
+        put(&mut m2, b0, &bank);
+        put(
+            &mut m2,
+            q,
+            &words
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect::<Vec<_>>(),
+        );
+        let mut ch = Channel::new(VA, 16, (Target::Video, USERD), ROOT);
+        submit(&mut m2, 0, &w);
+        ch.ring();
+        assert_eq!(ch.run(&mut m2, &mut Tlb::default(), 0), Ok(Progress::Idle));
+        assert_eq!(ch.launches[0].model, ModelOutcome::NotModelled);
+        assert!(get(&m2, c, 16).iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod fsp;
 pub mod gsp_falcon;
 pub mod gsp_rm;
 pub mod host_memory;
+pub mod kernel_models;
 pub mod mmu;
 pub mod pbdma;
 pub mod server;

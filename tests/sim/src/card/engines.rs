@@ -162,6 +162,8 @@ impl Card {
             };
             let mut ch = Channel::new(p.ring, p.entries, userd, root);
             ch.threads_per_tpc = threads_per_tpc(self.chip.sm);
+            ch.models = macuda_hw::cbank0::for_sm(self.chip.sm)
+                .map(|area| (self.kernel_models.clone(), area));
             self.channels.insert(token, ch);
         }
         if let Some(ch) = self.channels.get_mut(&token) {
