@@ -7,7 +7,9 @@
 //! semaphore, all seen back through BAR1; a ring entry that points where
 //! nothing is mapped stops the channel with the MMU's fault.
 
-use macuda_hw::gsp_rpc::{event, function, rc_triggered as rc, set_page_directory as spd};
+use macuda_hw::gsp_rpc::{
+    event, function, os_error_log, rc_triggered as rc, set_page_directory as spd,
+};
 use macuda_hw::methods::{copy, host};
 use macuda_hw::mmu::{dual_pde, pde, pte, PdeAperture};
 use macuda_hw::push::{GpEntry, MethodHeader, SUBCHANNEL_COPY, USERD_GP_GET, USERD_GP_PUT};
@@ -308,6 +310,21 @@ fn a_channel_rung_through_the_doorbell_fills_memory_and_releases_its_semaphore()
         ),
         (token, XID_MMU_FAULT, 0x7000_0000, 0, 0)
     );
+    // And the Xid's line of text, for the driver's log.
+    let m = q.receive(&mut t, PATIENCE).expect("OS_ERROR_LOG");
+    assert_eq!(m.function, event::OS_ERROR_LOG);
+    assert_eq!(m.payload.len(), os_error_log::BYTES);
+    let word = |at: usize| u32::from_le_bytes(m.payload[at..at + 4].try_into().unwrap());
+    assert_eq!(
+        (word(os_error_log::EXCEPT_TYPE), word(os_error_log::CHID)),
+        (XID_MMU_FAULT, token)
+    );
+    let text = &m.payload[os_error_log::ERR_STRING..];
+    let text = String::from_utf8_lossy(&text[..text.iter().position(|&b| b == 0).unwrap()]);
+    assert!(
+        text.starts_with("Xid 31, channel 0: the host (push buffer) faulted"),
+        "{text}"
+    );
     // A token RM never handed out is ignored.
     t.mmio_write32(u64::from(NV_VIRTUAL_FUNCTION_DOORBELL::ADDR), 77)
         .unwrap();
@@ -381,6 +398,8 @@ fn hung_engines_run_nothing_and_an_injected_address_faults_in_the_mmu() {
     );
     let m = q.receive(&mut t, PATIENCE).expect("RC_TRIGGERED");
     assert_eq!(m.function, event::RC_TRIGGERED);
+    let m = q.receive(&mut t, PATIENCE).expect("OS_ERROR_LOG");
+    assert_eq!(m.function, event::OS_ERROR_LOG);
     // A debugger of the client reads it back once: the address, PTE, a
     // write.
     let (r, _) = call(

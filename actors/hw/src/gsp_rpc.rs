@@ -124,6 +124,19 @@ pub mod rc_triggered {
     pub const BYTES: usize = 48;
 }
 
+/// `rpc_os_error_log_v17_00`: OS_ERROR_LOG's payload, the text of an
+/// error RM logs (an Xid) for the driver to print, with the channel.
+pub mod os_error_log {
+    /// The Xid.
+    pub const EXCEPT_TYPE: usize = 0;
+    pub const RUNLIST_ID: usize = 4;
+    pub const CHID: usize = 8;
+    /// NUL-terminated text.
+    pub const ERR_STRING: usize = 12;
+    pub const ERR_STRING_BYTES: usize = 256;
+    pub const BYTES: usize = 268;
+}
+
 /// `GspStaticConfigInfo_t`: GET_GSP_STATIC_INFO's reply, what GSP-RM
 /// knows of the card once it runs (the parts a driver reads).
 pub mod static_info {

@@ -307,6 +307,23 @@ fn the_set_page_directory_payload_matches_the_oracle() {
 }
 
 #[test]
+fn the_os_error_log_payload_matches_the_oracle() {
+    use macuda_hw::gsp_rpc::os_error_log as log;
+    let o = oracle();
+    let s = &o["structs"]["rpc_os_error_log_v17_00"];
+    assert_eq!(s["size"].as_u64(), Some(log::BYTES as u64));
+    for (f, at) in [
+        ("exceptType", log::EXCEPT_TYPE),
+        ("runlistId", log::RUNLIST_ID),
+        ("chid", log::CHID),
+        ("errString", log::ERR_STRING),
+    ] {
+        assert_eq!(s["offsets"][f].as_u64(), Some(at as u64), "{f}");
+    }
+    assert_eq!(log::ERR_STRING + log::ERR_STRING_BYTES, log::BYTES);
+}
+
+#[test]
 fn the_rc_triggered_payload_matches_the_oracle() {
     use macuda_hw::gsp_rpc::rc_triggered as rc;
     let o = oracle();

@@ -49,6 +49,23 @@ fn rc_triggered(chid: u32, fault: &ChannelFault) -> Vec<u8> {
     p
 }
 
+/// OS_ERROR_LOG's payload for a channel stopped by `fault`: the Xid, the
+/// channel, and a line of text saying what happened (the sim's words; a
+/// driver prints it as it prints GSP-RM's Xid lines).
+fn os_error_log(chid: u32, fault: &ChannelFault) -> Vec<u8> {
+    use macuda_hw::gsp_rpc::os_error_log as log;
+    use macuda_hw::le::put_u32;
+    let mut p = vec![0u8; log::BYTES];
+    let (xid, _) = fault.xid();
+    put_u32(&mut p, log::EXCEPT_TYPE, xid);
+    put_u32(&mut p, log::CHID, chid);
+    let text = format!("Xid {xid}, channel {chid}: {fault}");
+    // NUL-terminated within the field.
+    let n = text.len().min(log::ERR_STRING_BYTES - 1);
+    p[log::ERR_STRING..log::ERR_STRING + n].copy_from_slice(&text.as_bytes()[..n]);
+    p
+}
+
 /// The error notifier's slot for `fault` (`NvNotification`), in two
 /// parts: the time stamp, then the Xid, engine type and status, which RM
 /// writes last.
@@ -223,6 +240,8 @@ impl Card {
                     }
                     self.rm
                         .post_event(event::RC_TRIGGERED, rc_triggered(*chid, &e));
+                    self.rm
+                        .post_event(event::OS_ERROR_LOG, os_error_log(*chid, &e));
                     self.channel_faults.insert(*chid, e);
                 }
             }
