@@ -325,6 +325,18 @@ fn a_channel_rung_through_the_doorbell_fills_memory_and_releases_its_semaphore()
         text.starts_with("Xid 31, channel 0: the host (push buffer) faulted"),
         "{text}"
     );
+    // GSP-RM's own log (LOGRM) has the line too.
+    let want = [u64::from(token), u64::from(XID_MMU_FAULT)];
+    let stopped = |q: &HostQueues, t: &mut TinyGpuTransport| {
+        q.log_records(t, b"LOGRM")
+            .iter()
+            .any(|r| r.metadata.format.starts_with("channel %u stopped") && r.args == want)
+    };
+    let end = Instant::now() + PATIENCE;
+    while !stopped(&q, &mut t) {
+        assert!(Instant::now() < end, "LOGRM never said the channel stopped");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     // A token RM never handed out is ignored.
     t.mmio_write32(u64::from(NV_VIRTUAL_FUNCTION_DOORBELL::ADDR), 77)
         .unwrap();

@@ -8,7 +8,7 @@
 use macuda_hw::gsp_rpc::{element, event, function, result, MSG_COUNT};
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_sim::gsp_rm::QueueFault;
-use macuda_tests::sim_host::rpc::{registry_table, HostQueues, Received};
+use macuda_tests::sim_host::rpc::{registry_table, HostQueues, LogRecord, Received};
 use macuda_tests::sim_host::*;
 use std::time::Duration;
 
@@ -40,6 +40,53 @@ fn gsp_rm_links_the_queues_takes_the_prequeued_init_and_posts_init_done() {
         card.gsp_rm().commands(),
         [function::GSP_SET_SYSTEM_INFO, function::SET_REGISTRY]
     );
+}
+
+#[test]
+fn gsp_rm_writes_its_log_buffers_as_libos_does() {
+    let (server, _dir, mut t, mut q) = booted(init_messages);
+    let m = q.receive(&mut t, PATIENCE).expect("GSP_INIT_DONE");
+    assert_eq!(m.function, event::GSP_INIT_DONE);
+    // An unknown function: taken and answered, both logged.
+    q.send(&mut t, 0x7777, &[1, 2, 3, 4]);
+    let m = q.receive(&mut t, PATIENCE).expect("a reply");
+    assert_eq!(m.result, result::RPC_UNKNOWN_FUNCTION);
+    let lines = |records: &[LogRecord]| -> Vec<(&str, Vec<u64>)> {
+        records
+            .iter()
+            .map(|r| (r.metadata.format, r.args.clone()))
+            .collect()
+    };
+    let init = q.log_records(&mut t, b"LOGINIT");
+    assert_eq!(init.len(), 2, "{init:?}");
+    assert!(init[0]
+        .metadata
+        .format
+        .starts_with("linked the message queues"));
+    assert_eq!(init[0].args[1], macuda_hw::gsp_rpc::SHARED_BLOCK_PAGES);
+    assert_eq!(init[1].metadata.format, "GSP_INIT_DONE");
+    let rm = q.log_records(&mut t, b"LOGRM");
+    let took = "took function %#x, sequence %u";
+    let posted = "posted function %#x, result %#x";
+    assert_eq!(
+        lines(&rm),
+        [
+            (took, vec![u64::from(function::GSP_SET_SYSTEM_INFO), 0]),
+            (took, vec![u64::from(function::SET_REGISTRY), 1]),
+            (posted, vec![u64::from(event::GSP_INIT_DONE), 0]),
+            (took, vec![0x7777, 2]),
+            (
+                posted,
+                vec![0x7777, u64::from(result::RPC_UNKNOWN_FUNCTION)]
+            ),
+        ]
+    );
+    let times: Vec<u64> = init.iter().chain(&rm).map(|r| r.time_ns).collect();
+    assert!(
+        rm.windows(2).all(|w| w[0].time_ns <= w[1].time_ns),
+        "{times:?}"
+    );
+    assert_eq!(server.device().gsp_rm().log_records_lost(), 0);
 }
 
 #[test]

@@ -31,6 +31,33 @@ pub struct HostQueues {
     block: DmaRegion,
     tx_seq: u32,
     rx_seq: u32,
+    /// LOGINIT and LOGRM, one after the other.
+    logs: DmaRegion,
+}
+
+/// Bytes of each log buffer the host hands over (RM's and nouveau's size).
+pub const LOG_BUFFER_BYTES: u64 = 64 << 10;
+/// The log buffers, in the order they follow RMARGS in the libos page and
+/// each other in their region.
+pub const LOG_BUFFERS: [&[u8]; 2] = [b"LOGINIT", b"LOGRM"];
+
+/// One record read back from a log buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    pub metadata: &'static macuda_sim::gsp_rm::logs::LogMetadata,
+    pub args: Vec<u64>,
+    pub time_ns: u64,
+}
+
+/// A libos page entry for contiguous host memory.
+fn libos_entry(id8: u64, pa: u64, size: u64) -> [u8; libos_region::BYTES] {
+    let mut region = [0u8; libos_region::BYTES];
+    region[libos_region::ID8..][..8].copy_from_slice(&id8.to_le_bytes());
+    region[libos_region::PA..][..8].copy_from_slice(&pa.to_le_bytes());
+    region[libos_region::SIZE..][..8].copy_from_slice(&size.to_le_bytes());
+    region[libos_region::KIND] = libos_region::KIND_CONTIGUOUS;
+    region[libos_region::LOC] = libos_region::LOC_SYSMEM;
+    region
 }
 
 /// The registry tinygrad sets, in PACKED_REGISTRY_TABLE form.
@@ -93,19 +120,80 @@ impl HostQueues {
         args[rm_args::CMD_QUEUE_OFFSET..][..8].copy_from_slice(&CMD.to_le_bytes());
         args[rm_args::STAT_QUEUE_OFFSET..][..8].copy_from_slice(&STAT.to_le_bytes());
         t.dma_write(block.id, args_at, &args).unwrap();
-        let mut region = [0u8; libos_region::BYTES];
-        region[libos_region::ID8..][..8].copy_from_slice(&gsp_rpc::RMARGS_ID8.to_le_bytes());
-        region[libos_region::PA..][..8].copy_from_slice(&bus(&block, args_at).to_le_bytes());
-        region[libos_region::SIZE..][..8].copy_from_slice(&gsp_rpc::PTE_PAGE_BYTES.to_le_bytes());
-        region[libos_region::KIND] = libos_region::KIND_CONTIGUOUS;
-        region[libos_region::LOC] = libos_region::LOC_SYSMEM;
+        let region = libos_entry(
+            gsp_rpc::RMARGS_ID8,
+            bus(&block, args_at),
+            gsp_rpc::PTE_PAGE_BYTES,
+        );
         t.dma_write(staged.region.id, staged.libos_at, &region)
             .unwrap();
+        // The log buffers, zeroed (as tinygrad hands them over), named
+        // after RMARGS.
+        let logs = t
+            .alloc_dma(LOG_BUFFERS.len() as u64 * LOG_BUFFER_BYTES + 2 * gsp_rpc::PTE_PAGE_BYTES)
+            .unwrap();
+        for (i, name) in LOG_BUFFERS.iter().enumerate() {
+            let at = Self::log_at(i);
+            let entry = libos_entry(gsp_rpc::id8(name), bus(&logs, at), LOG_BUFFER_BYTES);
+            let slot = staged.libos_at + (i as u64 + 1) * libos_region::BYTES as u64;
+            t.dma_write(staged.region.id, slot, &entry).unwrap();
+        }
         HostQueues {
             block,
             tx_seq: 0,
             rx_seq: 0,
+            logs,
         }
+    }
+
+    /// Where log buffer `i` lies in its region (past the pages that held
+    /// the mapping's segment table).
+    fn log_at(i: usize) -> u64 {
+        2 * gsp_rpc::PTE_PAGE_BYTES + i as u64 * LOG_BUFFER_BYTES
+    }
+
+    /// The records in log buffer `name` (LOGINIT or LOGRM), oldest first,
+    /// read as RM's decoder reads them: put from word 0, then backwards
+    /// from it, each record's time stamp, metadata and, as many as the
+    /// metadata says, arguments. The sim's metadata table stands in for
+    /// the logging ELF a real GSP-RM's records need.
+    ///
+    /// # Panics
+    /// A buffer that is not one of ours, or a record whose metadata
+    /// pointer the table does not know.
+    pub fn log_records(&self, t: &mut TinyGpuTransport, name: &[u8]) -> Vec<LogRecord> {
+        let i = LOG_BUFFERS
+            .iter()
+            .position(|n| *n == name)
+            .expect("one of ours");
+        let mut raw = vec![0u8; LOG_BUFFER_BYTES as usize];
+        t.dma_read(self.logs.id, Self::log_at(i), &mut raw).unwrap();
+        let word = |k: u64| u64::from_le_bytes(raw[(k * 8) as usize..][..8].try_into().unwrap());
+        let ring = LOG_BUFFER_BYTES / 8 - 1;
+        let slot = |k: u64| word(1 + k % ring);
+        let put = word(0);
+        let oldest = put.saturating_sub(ring);
+        let mut records = Vec::new();
+        let mut at = put;
+        while at >= oldest + 2 {
+            let time_ns = slot(at - 1);
+            let pointer = slot(at - 2);
+            let metadata = macuda_sim::gsp_rm::logs::metadata(pointer)
+                .unwrap_or_else(|| panic!("record ending at word {at}: metadata {pointer:#x}"));
+            let n = u64::from(metadata.argument_count);
+            if at < oldest + 2 + n {
+                break;
+            }
+            let args = (at - 2 - n..at - 2).map(slot).collect();
+            records.push(LogRecord {
+                metadata,
+                args,
+                time_ns,
+            });
+            at -= 2 + n;
+        }
+        records.reverse();
+        records
     }
 
     fn at(&self, offset: u64) -> u64 {

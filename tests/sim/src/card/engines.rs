@@ -7,6 +7,7 @@
 use super::Card;
 use crate::channel::{CardMemory, Channel, ChannelFault, Progress};
 use crate::dma::DmaError;
+use crate::gsp_rm::logs::LogLine;
 use crate::host_memory::HostMemory;
 use crate::mmu::{Access, MmuFault, PageDirectory, PhysicalMemory, Target, Tlb, Walked};
 use crate::vram::Vram;
@@ -242,6 +243,10 @@ impl Card {
                         .post_event(event::RC_TRIGGERED, rc_triggered(*chid, &e));
                     self.rm
                         .post_event(event::OS_ERROR_LOG, os_error_log(*chid, &e));
+                    self.rm.note(
+                        LogLine::ChannelStopped,
+                        vec![u64::from(*chid), u64::from(e.xid().0)],
+                    );
                     self.channel_faults.insert(*chid, e);
                 }
             }

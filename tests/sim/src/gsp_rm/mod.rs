@@ -9,6 +9,7 @@
 mod boot_sequencer;
 mod calls;
 mod continuation;
+pub mod logs;
 pub mod objects;
 mod queues;
 pub mod static_info;
@@ -20,11 +21,13 @@ pub use queues::{Command, QueueFault};
 use crate::chip::{RmClasses, SimChip};
 use crate::dma::Dma;
 use crate::fmc::{FmcBoot, WprLayout};
+use logs::{LogBuffers, LogLine};
 use macuda_hw::gsp_rpc::{self, event, function, libos_region, result, rm_args};
 use macuda_hw::le::{u32_at, u64_at};
 use queues::{Queues, SharedBlock};
 use static_info::CardFacts;
 use std::collections::VecDeque;
+use std::time::Instant;
 
 /// `GspSystemInfo`'s size (the oracle's).
 pub const SYSTEM_INFO_BYTES: usize = 928;
@@ -53,6 +56,12 @@ pub struct GspRm {
     /// An injected fault: the message that goes out with a bad checksum
     /// (counting down; 1 is the next).
     corrupt_in: Option<u32>,
+    /// The log buffers the host handed over, and lines noted where no
+    /// DMA port was at hand, written at the next step.
+    logs: LogBuffers,
+    noted: Vec<(LogLine, Vec<u64>, u64)>,
+    /// GSP-RM's clock: the log's time stamps count from its start.
+    started: Instant,
 }
 
 /// What GSP-RM holds and has been told, apart from the queues.
@@ -103,7 +112,25 @@ impl GspRm {
             },
             corrupt_in: None,
             reassembly: continuation::Reassembly::default(),
+            logs: LogBuffers::default(),
+            noted: Vec::new(),
+            started: Instant::now(),
         }
+    }
+
+    fn clock_ns(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// A line for the log (LOGRM or LOGINIT), written at the next step.
+    pub fn note(&mut self, line: LogLine, args: Vec<u64>) {
+        let at = self.clock_ns();
+        self.noted.push((line, args, at));
+    }
+
+    /// Records that could not be written to a log buffer.
+    pub fn log_records_lost(&self) -> u64 {
+        self.logs.lost
     }
 
     /// Send a CPU-sequencer script before GSP_INIT_DONE and wait for the
@@ -179,9 +206,17 @@ impl GspRm {
     fn run(&mut self, boot: Option<FmcBoot>, dma: &mut dyn Dma) -> Result<(), QueueFault> {
         if let Stage::Down = self.stage {
             let Some(boot) = boot else { return Ok(()) };
-            let block = find_shared_block(&*dma, boot.boot_args)?;
+            let page = read_libos_page(&*dma, boot.boot_args)?;
+            let block = find_shared_block(&*dma, &page)?;
+            let linked = vec![block.first_page(), block.page_count()];
             self.stage = Stage::Up(Queues::link(dma, block)?);
             self.rm.layout = Some(boot.layout);
+            self.logs = LogBuffers::find(&page);
+            let at = self.clock_ns();
+            self.logs.log(dma, LogLine::Linked, &linked, at);
+        }
+        for (line, args, at) in std::mem::take(&mut self.noted) {
+            self.logs.log(dma, line, &args, at);
         }
         let Stage::Up(queues) = &mut self.stage else {
             return Ok(());
@@ -194,6 +229,12 @@ impl GspRm {
                 if !queues.post(dma, *f, *r, p, corrupt)? {
                     return Ok(());
                 }
+                let at = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.logs
+                    .log(dma, LogLine::Posted, &[u64::from(*f), u64::from(*r)], at);
+                if *f == event::GSP_INIT_DONE {
+                    self.logs.log(dma, LogLine::InitDone, &[], at);
+                }
                 self.corrupt_in = countdown;
                 self.rm.outbox.pop_front();
             }
@@ -203,6 +244,13 @@ impl GspRm {
             let Some(cmd) = self.reassembly.take(record)? else {
                 continue;
             };
+            let at = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.logs.log(
+                dma,
+                LogLine::Took,
+                &[u64::from(cmd.function), u64::from(cmd.seq)],
+                at,
+            );
             self.rm.commands.push(cmd.function);
             self.rm.take(cmd)?;
         }
@@ -287,12 +335,16 @@ impl Rm {
     }
 }
 
-/// The libos page names the RM arguments (RMARGS); they name the shared
-/// block, whose PTE page maps it.
-fn find_shared_block(dma: &dyn Dma, libos_page: u64) -> Result<SharedBlock, QueueFault> {
+fn read_libos_page(dma: &dyn Dma, libos_page: u64) -> Result<Vec<u8>, QueueFault> {
     let mut page = vec![0u8; LIBOS_PAGE_BYTES];
     dma.read(libos_page, &mut page)
         .map_err(|e| QueueFault::Dma(format!("the libos page at {libos_page:#x}: {e}")))?;
+    Ok(page)
+}
+
+/// The libos page names the RM arguments (RMARGS); they name the shared
+/// block, whose PTE page maps it.
+fn find_shared_block(dma: &dyn Dma, page: &[u8]) -> Result<SharedBlock, QueueFault> {
     let rmargs = page
         .chunks_exact(libos_region::BYTES)
         .find(|r| u64_at(r, libos_region::ID8) == gsp_rpc::RMARGS_ID8)

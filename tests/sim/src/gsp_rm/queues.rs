@@ -42,6 +42,16 @@ pub struct SharedBlock {
 }
 
 impl SharedBlock {
+    /// The bus address of its first page (the PTE page).
+    pub fn first_page(&self) -> u64 {
+        self.pages[0]
+    }
+
+    /// Pages it spans.
+    pub fn page_count(&self) -> u64 {
+        self.pages.len() as u64
+    }
+
     /// Read the PTE page at `first_page` (which lists itself first).
     pub fn map(
         dma: &dyn Dma,
