@@ -13,6 +13,7 @@
 mod actor;
 mod error;
 mod fault;
+pub mod firmware;
 mod handle;
 mod info;
 pub mod kernel;
