@@ -1,5 +1,5 @@
-//! The `macuda` command line: `demo`, `info`, `report`, `inspect`, `bench`
-//! and `sim serve`.
+//! The `macuda` command line: `demo`, `info`, `report`, `inspect`, `bench`,
+//! `sim serve` and `firmware`.
 
 use crate::host::{FaultBoard, Host, HostConfig, HostError, ACTORS};
 use crate::report::CrashReport;
@@ -79,6 +79,18 @@ enum Command {
     Sim {
         #[command(subcommand)]
         what: SimWhat,
+    },
+    /// Find NVIDIA's 570.144 GSP firmware images, check their SHA-256 pins
+    /// and containers, and say what was found.
+    Firmware {
+        /// A directory laid out as linux-firmware's nvidia/<chip>/gsp/
+        /// (default: MACUDA_FIRMWARE, else /lib/firmware and
+        /// /usr/lib/firmware).
+        #[arg(long = "firmware", value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// gb202 (RTX 5090) or gh100 (H100).
+        #[arg(long, default_value = "gb202")]
+        chip: String,
     },
 }
 
@@ -257,6 +269,14 @@ pub fn run(
                     let _ = writeln!(err, "macuda: {e}");
                     status::USAGE
                 }
+            }
+        }
+        Command::Firmware { dir, chip } => {
+            use crate::firmware_cmd::{firmware, FirmwareFailure};
+            match firmware(dir, &chip, out, err) {
+                Ok(()) => status::OK,
+                Err(FirmwareFailure::UnknownChip | FirmwareFailure::Missing) => status::USAGE,
+                Err(FirmwareFailure::Wrong) => status::FAILED,
             }
         }
         Command::Report { file, json } => report(&file, json, out, err),

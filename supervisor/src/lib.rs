@@ -10,6 +10,7 @@
 
 pub mod bench;
 pub mod cli;
+mod firmware_cmd;
 pub mod gpu_bench;
 mod host;
 mod layers;
