@@ -11,6 +11,7 @@
 //! (through a `PciHandle`) and the shared harness and formats.
 
 mod actor;
+pub mod bare;
 mod error;
 mod fault;
 pub mod firmware;

@@ -1,0 +1,81 @@
+//! The card as the bare-metal boot sees it: BAR0 registers and host memory
+//! the card reaches by DMA. One trait, so the boot runs over the pci actor
+//! (`PciHandle`) in the stack and over a bare `Transport` in tests.
+
+use macuda_pci::{DmaId, DmaRegion, PciError, PciHandle, Transport};
+
+/// BAR0 registers and DMA-visible host memory.
+pub trait CardBus {
+    /// # Errors
+    /// The transport's.
+    fn read32(&mut self, reg: u32) -> Result<u32, PciError>;
+    /// # Errors
+    /// The transport's.
+    fn write32(&mut self, reg: u32, value: u32) -> Result<(), PciError>;
+    /// Host memory the card can reach, in one mapping.
+    ///
+    /// # Errors
+    /// The transport's (a refusal when the mapping would be too large).
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError>;
+    /// # Errors
+    /// The transport's (out of range, unknown mapping).
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError>;
+    /// # Errors
+    /// The transport's (out of range, unknown mapping).
+    fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError>;
+}
+
+impl<T: Transport + ?Sized> CardBus for T {
+    fn read32(&mut self, reg: u32) -> Result<u32, PciError> {
+        self.mmio_read32(u64::from(reg))
+    }
+
+    fn write32(&mut self, reg: u32, value: u32) -> Result<(), PciError> {
+        self.mmio_write32(u64::from(reg), value)
+    }
+
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError> {
+        Transport::alloc_dma(self, bytes)
+    }
+
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        Transport::dma_write(self, id, offset, data)
+    }
+
+    fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
+        let len = usize::try_from(len).map_err(|_| PciError::OutOfRange {
+            what: "a DMA read".to_string(),
+            offset,
+            len,
+            size: usize::MAX as u64,
+        })?;
+        let mut out = vec![0u8; len];
+        Transport::dma_read(self, id, offset, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// The pci actor's handle: each call is one request to the actor.
+pub struct OverActor<'a>(pub &'a PciHandle);
+
+impl CardBus for OverActor<'_> {
+    fn read32(&mut self, reg: u32) -> Result<u32, PciError> {
+        self.0.mmio_read32(u64::from(reg))
+    }
+
+    fn write32(&mut self, reg: u32, value: u32) -> Result<(), PciError> {
+        self.0.mmio_write32(u64::from(reg), value)
+    }
+
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError> {
+        self.0.alloc_dma(bytes)
+    }
+
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        self.0.dma_write(id, offset, data.to_vec())
+    }
+
+    fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
+        self.0.dma_read(id, offset, len)
+    }
+}

@@ -1,0 +1,10 @@
+//! The bare-metal path: what the gsp actor does on a card no NVIDIA driver
+//! serves (the TinyGPU socket, sysfs, the simulated card). It stages the
+//! signed firmware in host memory the card reads by DMA, asks the FSP to
+//! start it, and then speaks RPC with GSP-RM over the message queues.
+//! Everything here reaches the card through [`CardBus`], so the same code
+//! runs over the pci actor and, in tests, straight over a transport.
+
+mod bus;
+
+pub use bus::{CardBus, OverActor};
