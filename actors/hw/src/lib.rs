@@ -21,6 +21,7 @@ pub mod qmd;
 pub mod regs;
 pub mod rm;
 pub mod sm;
+pub mod wpr2;
 
 pub use chip::{Chip, ChipIdentity};
 pub use regs::{Field, RegisterDesc};

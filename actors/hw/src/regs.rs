@@ -219,6 +219,11 @@ pub const PRI_ERROR_FENCED: u32 = 0xBADF_4100;
 /// The bits that make a read a PRI error of that kind.
 pub const PRI_ERROR_MASK: u32 = 0xFFFF_FF00;
 
+/// How many words NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2 has (0x8F0320
+/// to 0x8F032C, one register apart): RM dumps all four when the card's
+/// boot does not finish.
+pub const NV_PFSP_FALCON_COMMON_SCRATCH_GROUP_2_WORDS: u32 = 4;
+
 /// What NV_THERM_I2CS_SCRATCH reads once the FSP has booted the card.
 pub const FSP_BOOT_COMPLETE: u32 = 0xFF;
 

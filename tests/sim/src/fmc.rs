@@ -19,6 +19,7 @@ use macuda_hw::gsp_boot::{
     dma_target, wpr_meta_offset as at, FmcBootParams, WprMeta, FMC_BOOT_PARAMS_BYTES,
     WPR_META_BYTES, WPR_META_MAGIC, WPR_META_REVISION, WPR_META_VERIFIED,
 };
+use macuda_hw::wpr2;
 
 /// Radix3 pages are 4 KiB and hold 512 entries of u64 bus addresses.
 const RADIX_PAGE_BYTES: u64 = 4096;
@@ -27,7 +28,7 @@ const RADIX_ENTRIES_PER_PAGE: u64 = RADIX_PAGE_BYTES / 8;
 const IMAGE_ALIGN: u64 = 64 << 10;
 const HEAP_ALIGN: u64 = 1 << 20;
 /// WPR2's granule: its HI register names the last 128 KiB granule.
-pub const WPR2_GRANULE: u64 = 128 << 10;
+pub const WPR2_GRANULE: u64 = wpr2::GRANULE_BYTES;
 /// The WPR meta's own page inside WPR2.
 const META_PAGE: u64 = 4096;
 
@@ -47,14 +48,14 @@ pub struct WprLayout {
 }
 
 impl WprLayout {
-    /// NV_PFB_PRI_MMU_WPR2_ADDR_LO: the start >> 12 in bits 31:4.
+    /// NV_PFB_PRI_MMU_WPR2_ADDR_LO: the start.
     pub fn wpr2_lo(&self) -> u32 {
-        ((self.gsp_fw_wpr_start >> 12) << 4) as u32
+        wpr2::encode(&(self.gsp_fw_wpr_start..self.gsp_fw_wpr_end)).0
     }
 
     /// NV_PFB_PRI_MMU_WPR2_ADDR_HI: the last 128 KiB granule's start.
     pub fn wpr2_hi(&self) -> u32 {
-        (((self.gsp_fw_wpr_end - WPR2_GRANULE) >> 12) << 4) as u32
+        wpr2::encode(&(self.gsp_fw_wpr_start..self.gsp_fw_wpr_end)).1
     }
 }
 
