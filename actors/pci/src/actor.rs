@@ -1,7 +1,8 @@
 use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use crate::transport::{
-    enable_bus_master, enable_memory_space, BarInfo, DmaId, DmaRegion, Opener, Transport,
+    clear_bus_master, enable_bus_master, enable_memory_space, reset_function, BarInfo, DmaId,
+    DmaRegion, Opener, Transport,
 };
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_hw::pci::{offset, Width, VENDOR_NVIDIA};
@@ -70,6 +71,11 @@ actor_protocol! {
     /// CPU access to video memory by VRAM offset.
     VramRead => fn vram_read(offset: u64, len: u64) -> Vec<u8>;
     VramWrite => fn vram_write(offset: u64, data: Vec<u8>) -> ();
+    /// Bus mastering off, a function-level reset, bus mastering on
+    /// ([`reset_function`]).
+    ResetFunction => fn reset_function() -> ();
+    /// Bus mastering off ([`clear_bus_master`]): every exit path of a boot.
+    ClearBusMaster => fn clear_bus_master() -> ();
     Stats => fn stats() -> PciStats;
     /// What the card takes; see [`Transport::capabilities`].
     Capabilities => fn capabilities() -> Capabilities;
@@ -224,6 +230,16 @@ impl PciService for PciActor {
         self.stats.dma_allocations += 1;
         let r = self.transport.alloc_dma(bytes);
         self.count_refusal(r)
+    }
+
+    fn reset_function(&mut self) -> Result<(), PciError> {
+        self.stats.config_writes += 2;
+        reset_function(self.transport.as_mut()).map(|_| ())
+    }
+
+    fn clear_bus_master(&mut self) -> Result<(), PciError> {
+        self.stats.config_writes += 1;
+        clear_bus_master(self.transport.as_mut()).map(|_| ())
     }
 
     fn stats(&mut self) -> Result<PciStats, PciError> {

@@ -36,6 +36,6 @@ pub use trace::{
     TRACE_HEADER,
 };
 pub use transport::{
-    clear_bus_master, enable_bus_master, enable_memory_space, BarInfo, BusMasterChange, DmaId,
-    DmaRegion, DmaSegment, Opener, Transport, TRANSPORT_TIMEOUT,
+    clear_bus_master, enable_bus_master, enable_memory_space, reset_function, BarInfo,
+    BusMasterChange, DmaId, DmaRegion, DmaSegment, Opener, Transport, TRANSPORT_TIMEOUT,
 };

@@ -243,3 +243,16 @@ pub fn enable_memory_space(t: &mut dyn Transport) -> Result<BusMasterChange, Pci
 pub fn enable_bus_master(t: &mut dyn Transport) -> Result<BusMasterChange, PciError> {
     set_bus_master(t, true)
 }
+
+/// Reset the function as a boot must when firmware is already resident:
+/// bus mastering off first (the card must not write host memory while it
+/// goes down), the FLR, then memory decoding and bus mastering back on.
+/// The card's own boot after the reset is the caller's to wait for.
+///
+/// # Errors
+/// Transport failures, naming the step.
+pub fn reset_function(t: &mut dyn Transport) -> Result<BusMasterChange, PciError> {
+    clear_bus_master(t)?;
+    t.function_reset()?;
+    set_bus_master(t, true)
+}

@@ -23,9 +23,24 @@ pub trait CardBus {
     /// # Errors
     /// The transport's (out of range, unknown mapping).
     fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError>;
+    /// Bus mastering off, a function-level reset, bus mastering back on.
+    ///
+    /// # Errors
+    /// The transport's.
+    fn reset_function(&mut self) -> Result<(), PciError>;
+    /// Bus mastering off: every way out of a failed boot ends here, so a
+    /// card left half-booted cannot write host memory.
+    ///
+    /// # Errors
+    /// The transport's.
+    fn clear_bus_master(&mut self) -> Result<(), PciError>;
 }
 
-impl<T: Transport + ?Sized> CardBus for T {
+/// One body for both kinds of transport the boot is handed: a concrete
+/// one (tests) and a boxed one (the stack's openers).
+macro_rules! card_bus_over_transport {
+    ($($for:tt)*) => {
+        $($for)* {
     fn read32(&mut self, reg: u32) -> Result<u32, PciError> {
         self.mmio_read32(u64::from(reg))
     }
@@ -53,7 +68,20 @@ impl<T: Transport + ?Sized> CardBus for T {
         Transport::dma_read(self, id, offset, &mut out)?;
         Ok(out)
     }
+
+    fn reset_function(&mut self) -> Result<(), PciError> {
+        macuda_pci::reset_function(self).map(|_| ())
+    }
+
+    fn clear_bus_master(&mut self) -> Result<(), PciError> {
+        macuda_pci::clear_bus_master(self).map(|_| ())
+    }
 }
+    };
+}
+
+card_bus_over_transport!(impl<T: Transport> CardBus for T);
+card_bus_over_transport!(impl CardBus for dyn Transport);
 
 /// The pci actor's handle: each call is one request to the actor.
 pub struct OverActor<'a>(pub &'a PciHandle);
@@ -77,5 +105,13 @@ impl CardBus for OverActor<'_> {
 
     fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
         self.0.dma_read(id, offset, len)
+    }
+
+    fn reset_function(&mut self) -> Result<(), PciError> {
+        self.0.reset_function()
+    }
+
+    fn clear_bus_master(&mut self) -> Result<(), PciError> {
+        self.0.clear_bus_master()
     }
 }

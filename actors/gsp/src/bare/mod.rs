@@ -6,5 +6,7 @@
 //! runs over the pci actor and, in tests, straight over a transport.
 
 mod bus;
+pub mod early;
+pub mod poll;
 
 pub use bus::{CardBus, OverActor};
