@@ -87,6 +87,10 @@ fn fsp_boot_formats_match_the_oracle() {
             u64::from(gsp_boot::radix3::PAGE_LOG2),
         ),
         (
+            "LIBOS_MEMORY_REGION_INIT_ARGUMENTS_MAX",
+            macuda_hw::gsp_rpc::libos_region::INIT_ARGUMENTS_MAX as u64,
+        ),
+        (
             "FWSECLIC_FRTS_REGION_SIZE_1MB_IN_4K",
             gsp_boot::FRTS_SIZE_IN_4K,
         ),
