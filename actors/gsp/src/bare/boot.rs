@@ -15,7 +15,6 @@ use super::wpr_meta::{wpr_meta, WprMetaInputs};
 use super::CardBus;
 use crate::firmware::{FirmwareChip, FirmwareSet};
 use macuda_hw::fsp::{nvdm, CotPayload};
-use macuda_hw::gsp_boot::{FMC_BOOT_PARAMS_BYTES, WPR_META_BYTES};
 use macuda_hw::gsp_rpc::libos_region;
 use macuda_pci::DmaRegion;
 
@@ -118,10 +117,8 @@ pub fn stage_for_fsp_with(
         signature: signature.bus,
         signature_bytes: fw.gsp.signature().len() as u64,
     });
-    debug_assert_eq!(meta.0.len(), WPR_META_BYTES);
     let wpr_meta = s.place_bytes(bus, &meta.0, "the WPR meta")?;
     let params = fmc_boot_params(wpr_meta.bus, libos_page.bus).encode();
-    debug_assert_eq!(params.len(), FMC_BOOT_PARAMS_BYTES);
     let boot_params = s.place_bytes(bus, &params, "GSP_FMC_BOOT_PARAMS")?;
     let cot = cot_request(fw.chip, &fw.fmc, fmc_image.bus, boot_params.bus)?;
     Ok(Staged {

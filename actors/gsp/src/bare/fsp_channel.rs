@@ -27,17 +27,15 @@ pub const FSP_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the registers are read while waiting.
 pub const FSP_POLL_INTERVAL: Duration = Duration::from_micros(200);
 
-fn ememc_field(name: &str) -> Field {
-    *NV_PFSP_EMEMC_0::FIELDS
-        .iter()
-        .find(|f| f.name == name)
-        .expect("NV_PFSP_EMEMC_0 declares the field")
-}
+/// EMEMC's auto-increment fields, in the order `regs` declares them
+/// (offs, blk, aincw, aincr; a test checks the names).
+const EMEMC_AINCW: Field = NV_PFSP_EMEMC_0::FIELDS[2];
+const EMEMC_AINCR: Field = NV_PFSP_EMEMC_0::FIELDS[3];
 
 /// EMEMC at dword 0 of block 0, advancing on writes (`aincw`) or reads
 /// (`aincr`).
-fn ememc_from_start(advance: &str) -> u32 {
-    ememc_field(advance).set(0, 1)
+fn ememc_from_start(advance: Field) -> u32 {
+    advance.set(0, 1)
 }
 
 /// The port's dword position, from EMEMC.
@@ -199,7 +197,7 @@ impl FspChannel {
         write(
             bus,
             NV_PFSP_EMEMC_0::ADDR,
-            ememc_from_start("aincw"),
+            ememc_from_start(EMEMC_AINCW),
             "NV_PFSP_EMEMC(0)",
         )?;
         for word in p.chunks_exact(DWORD_BYTES) {
@@ -251,7 +249,7 @@ impl FspChannel {
         write(
             bus,
             NV_PFSP_EMEMC_0::ADDR,
-            ememc_from_start("aincr"),
+            ememc_from_start(EMEMC_AINCR),
             "NV_PFSP_EMEMC(0)",
         )?;
         let mut msg = Vec::with_capacity(len);
@@ -290,8 +288,9 @@ mod tests {
 
     #[test]
     fn ememc_values_are_rms() {
-        assert_eq!(ememc_from_start("aincw"), 0x0100_0000);
-        assert_eq!(ememc_from_start("aincr"), 0x0200_0000);
+        assert_eq!((EMEMC_AINCW.name, EMEMC_AINCR.name), ("aincw", "aincr"));
+        assert_eq!(ememc_from_start(EMEMC_AINCW), 0x0100_0000);
+        assert_eq!(ememc_from_start(EMEMC_AINCR), 0x0200_0000);
         assert_eq!(ememc_position((3 << 8) | (5 << 2)), 3 * 64 + 5);
     }
 

@@ -172,7 +172,13 @@ impl HostStaging {
         }
     }
 
-    fn map(&mut self, bus: &mut dyn CardBus, at_least: u64, what: &str) -> Result<(), BareError> {
+    /// A fresh mapping of at least `at_least` usable bytes, made current.
+    fn map(
+        &mut self,
+        bus: &mut dyn CardBus,
+        at_least: u64,
+        what: &str,
+    ) -> Result<&mut Mapping, BareError> {
         let bytes = self
             .limits
             .mapping_bytes
@@ -186,7 +192,8 @@ impl HostStaging {
             runs,
             next: 0,
         });
-        Ok(())
+        let last = self.mappings.len() - 1;
+        Ok(&mut self.mappings[last])
     }
 
     /// `bytes` (rounded up to pages) the card reads at contiguous bus
@@ -205,8 +212,7 @@ impl HostStaging {
         if let Some(p) = self.mappings.last_mut().and_then(|m| m.take(bytes)) {
             return Ok(p);
         }
-        self.map(bus, bytes, what)?;
-        let m = self.mappings.last_mut().expect("just mapped");
+        let m = self.map(bus, bytes, what)?;
         m.take(bytes).ok_or_else(|| BareError::NoContiguousRun {
             what: what.to_string(),
             bytes,
@@ -270,8 +276,7 @@ impl HostStaging {
                 Some(p) => p,
                 None => {
                     let ask = left.min(self.limits.mapping_bytes);
-                    self.map(bus, ask, what)?;
-                    let m = self.mappings.last_mut().expect("just mapped");
+                    let m = self.map(bus, ask, what)?;
                     m.take_some(left)
                         .ok_or_else(|| BareError::NoContiguousRun {
                             what: what.to_string(),
