@@ -1,28 +1,24 @@
-//! The host side of the simulated card's boot, for the sim's tests: what
-//! a driver stages for the FSP and FMC (an FMC image signed with a test key
-//! the card is told to trust, boot params, WPR meta, radix3, bootloader,
-//! signature, libos page), the COT request through EMEM, and (`rpc`) the
-//! GSP-RM message queues: RM arguments, the shared block with its PTEs,
-//! messages with their element headers and checksums, the doorbell.
-//! Written for the tests, to drive the sim over the TinyGPU protocol as a
-//! driver does; the driver's own boot is the gsp actor's.
+//! The host side of the simulated card's boot, for the sim's tests: a
+//! firmware set whose FMC is signed with a test key the card is told to
+//! trust, staged and sent by the gsp actor's own bare-metal boot
+//! (`macuda_gsp::bare`), raw packets through the FSP's EMEM channel for
+//! the tests that break the request on purpose, and (`rpc`) the GSP-RM
+//! message queues: RM arguments, the shared block with its PTEs, messages
+//! with their element headers and checksums, the doorbell.
 
-use macuda_hw::fsp::{
-    self, nvdm, CommandResponse, CotPayload, COT_HASH_BYTES, COT_KEY_FIELD_BYTES,
-    COT_PAYLOAD_BYTES, COT_SIGNATURE_FIELD_BYTES, PACKET_HEADER_BYTES,
-};
-use macuda_hw::gsp_boot::{
-    dma_target, wpr_meta_offset as at, FmcBootParams, WprMeta, WPR_META_BYTES, WPR_META_MAGIC,
-    WPR_META_REVISION,
-};
-use macuda_hw::regs::*;
+use macuda_gsp::bare::{self, FspChannel};
+use macuda_gsp::firmware::bootloader::{bin_hdr, ucode_desc};
+use macuda_gsp::firmware::{Bootloader, FirmwareChip, FirmwareSet, FmcImage, GspImage};
+use macuda_hw::fsp::{self, CommandResponse, CotPayload};
+use macuda_hw::regs::NV_PGC6_AON_SECURE_SCRATCH_GROUP_42;
 use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
 use macuda_pci::{DmaRegion, Transport};
 use macuda_sim::fsp::Trust;
 use macuda_sim::{Card, Listen, Server, SimChip};
 use p384::ecdsa::signature::hazmat::PrehashSigner;
 use sha2::{Digest, Sha256, Sha384};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 pub mod rpc;
 
@@ -32,6 +28,9 @@ pub const FMC_PAYLOAD: u32 = 20_000;
 pub const FMC_HEADER: u32 = 72;
 /// A small GSP-RM image: 3 pages, so radix3 has one page a level.
 pub const RM_IMAGE_BYTES: u64 = 3 * PAGE + 100;
+/// The test bootloader's image, with its manifest and monitor regions
+/// on the descriptor's 256-byte boundaries.
+pub const BOOTLOADER_IMAGE_BYTES: u32 = 0x400;
 
 pub fn test_key() -> p384::ecdsa::SigningKey {
     p384::ecdsa::SigningKey::from_slice(&[0x42; 48]).unwrap()
@@ -59,152 +58,149 @@ pub fn fmc_image() -> Vec<u8> {
     img
 }
 
-/// Everything the host stages, in one shared mapping, and where.
+/// [`fmc_image`] with its hash, signed by `key`.
+pub fn test_fmc(key: &p384::ecdsa::SigningKey) -> FmcImage {
+    let image = fmc_image();
+    let hash = Sha384::digest(&image);
+    let signature: p384::ecdsa::Signature = key.sign_prehash(&hash).unwrap();
+    let public = key.verifying_key().to_encoded_point(false);
+    FmcImage::from_sections(
+        Path::new("test-fmc"),
+        FirmwareChip::Gb202,
+        &image,
+        &hash,
+        &signature.to_bytes(),
+        public.as_bytes(),
+    )
+    .unwrap()
+}
+
+/// A bootloader container as NVIDIA lays it out: manifest, monitor data
+/// and monitor code in a small image.
+pub fn test_bootloader() -> Bootloader {
+    let data_offset = (bin_hdr::SIZE + ucode_desc::SIZE) as u32;
+    let bin_size =
+        (data_offset + BOOTLOADER_IMAGE_BYTES).next_multiple_of(bin_hdr::SIZE_ROUNDING as u32);
+    let mut out = Vec::new();
+    for v in [
+        bin_hdr::MAGIC as u32,
+        bin_hdr::VERSION as u32,
+        bin_size,
+        bin_hdr::SIZE as u32,
+        data_offset,
+        BOOTLOADER_IMAGE_BYTES,
+    ] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut desc = vec![0u8; ucode_desc::SIZE as usize];
+    let region = ucode_desc::REGION_ALIGN as u32;
+    for (at, v) in [
+        (ucode_desc::VERSION, ucode_desc::MIN_VERSION as u32),
+        (ucode_desc::MANIFEST_OFFSET, 0),
+        (ucode_desc::MANIFEST_SIZE, region),
+        (ucode_desc::MONITOR_DATA_OFFSET, region),
+        (ucode_desc::MONITOR_DATA_SIZE, region),
+        (ucode_desc::MONITOR_CODE_OFFSET, 2 * region),
+        (ucode_desc::MONITOR_CODE_SIZE, 2 * region),
+    ] {
+        desc[at as usize..][..4].copy_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&desc);
+    out.extend((0..BOOTLOADER_IMAGE_BYTES).map(|i| i as u8));
+    Bootloader::parse(Path::new("test-bootloader"), out).unwrap()
+}
+
+/// The test firmware set: the FMC signed with [`test_key`], a test
+/// bootloader, and a GSP-RM image of [`RM_IMAGE_BYTES`].
+pub fn test_firmware() -> FirmwareSet {
+    let image: Vec<u8> = (0..RM_IMAGE_BYTES).map(|i| (i % 253) as u8).collect();
+    FirmwareSet {
+        chip: FirmwareChip::Gb202,
+        fmc: test_fmc(&test_key()),
+        bootloader: test_bootloader(),
+        gsp: GspImage::from_sections(
+            Path::new("test-gsp"),
+            FirmwareChip::Gb202,
+            &image,
+            &[0x5A; PAGE as usize],
+        )
+        .unwrap(),
+        files: Vec::new(),
+    }
+}
+
+/// What the driver staged, and where its libos page is (for `rpc`, which
+/// writes its entries there).
 pub struct Staged {
+    pub bare: bare::Staged,
+    /// The mapping holding the libos page, and the page's offset in it.
     pub region: DmaRegion,
+    pub libos_at: u64,
     pub fmc: u64,
     pub params: u64,
     pub meta: u64,
-    /// Where the libos page is in `region`.
-    pub libos_at: u64,
 }
 
 pub fn bus(region: &DmaRegion, offset: u64) -> u64 {
     region.bus_addr(offset).expect("inside the mapping")
 }
 
-/// Stage the FMC image, boot params, WPR meta, radix3 (3 table pages and
-/// the image), bootloader, signature and the libos page.
-pub fn stage(t: &mut TinyGpuTransport) -> Staged {
-    let region = t.alloc_dma(64 * PAGE).unwrap();
-    let id = region.id;
-    // Page 0 and 1 hold the segment table the server wrote: skip them.
-    let (fmc_at, params_at, meta_at, libos_at) = (4 * PAGE, 12 * PAGE, 13 * PAGE, 14 * PAGE);
-    let (radix_at, image_at, boot_at, sig_at) = (16 * PAGE, 19 * PAGE, 24 * PAGE, 25 * PAGE);
-    t.dma_write(id, fmc_at, &fmc_image()).unwrap();
-    // radix3: level 0 -> level 1 -> level 2 -> the image's pages.
-    let l0 = [bus(&region, radix_at + PAGE)];
-    let l1 = [bus(&region, radix_at + 2 * PAGE)];
-    let l2: Vec<u64> = (0..RM_IMAGE_BYTES.div_ceil(PAGE))
-        .map(|i| bus(&region, image_at + i * PAGE))
-        .collect();
-    for (level, entries) in [(0u64, &l0[..]), (1, &l1[..]), (2, &l2[..])] {
-        let raw: Vec<u8> = entries.iter().flat_map(|e| e.to_le_bytes()).collect();
-        t.dma_write(id, radix_at + level * PAGE, &raw).unwrap();
-    }
-    let mut meta = WprMeta::zeroed();
-    for (offset, value) in [
-        (at::MAGIC, WPR_META_MAGIC),
-        (at::REVISION, WPR_META_REVISION),
-        (at::SYSMEM_ADDR_OF_RADIX3_ELF, bus(&region, radix_at)),
-        (at::SIZE_OF_RADIX3_ELF, RM_IMAGE_BYTES),
-        (at::SYSMEM_ADDR_OF_BOOTLOADER, bus(&region, boot_at)),
-        (at::SIZE_OF_BOOTLOADER, PAGE),
-        (at::SYSMEM_ADDR_OF_SIGNATURE, bus(&region, sig_at)),
-        (at::SIZE_OF_SIGNATURE, PAGE),
-        (at::NON_WPR_HEAP_SIZE, 0x22_0000),
-        (at::GSP_FW_HEAP_SIZE, 0x870_0000),
-        (at::FRTS_SIZE, 0x10_0000),
-        (at::VGA_WORKSPACE_SIZE, 0x2_0000),
-    ] {
-        meta.set(offset, value);
-    }
-    meta.set_pmu_reserved_size(0x182_0000);
-    t.dma_write(id, meta_at, &meta.0).unwrap();
-    let params = FmcBootParams {
-        boot_gsp_rm_target: dma_target::COHERENT_SYSTEM,
-        gsp_rm_desc_size: WPR_META_BYTES as u32,
-        gsp_rm_desc_offset: bus(&region, meta_at),
-        is_gsp_rm_boot: true,
-        gsp_rm_target: dma_target::COHERENT_SYSTEM,
-        boot_args_offset: bus(&region, libos_at),
-        ..FmcBootParams::default()
-    };
-    t.dma_write(id, params_at, &params.encode()).unwrap();
+/// The card's VRAM, as it reports it.
+pub fn vram_bytes(t: &mut TinyGpuTransport) -> u64 {
+    let mib = t
+        .mmio_read32(u64::from(NV_PGC6_AON_SECURE_SCRATCH_GROUP_42::ADDR))
+        .unwrap();
+    u64::from(mib) << 20
+}
+
+/// Stage `fw` with the driver's own boot.
+pub fn stage_firmware(t: &mut TinyGpuTransport, fw: &FirmwareSet) -> Staged {
+    let vram = vram_bytes(t);
+    let bare = bare::stage_for_fsp(t, fw, vram).unwrap();
+    let page = bare.libos_page;
+    let region = bare
+        .mappings
+        .iter()
+        .find(|m| m.id == page.mapping)
+        .expect("the libos page's mapping is kept")
+        .clone();
     Staged {
-        libos_at,
-        fmc: bus(&region, fmc_at),
-        params: bus(&region, params_at),
-        meta: bus(&region, meta_at),
         region,
+        libos_at: page.offset,
+        fmc: bare.fmc_image.bus,
+        params: bare.boot_params.bus,
+        meta: bare.wpr_meta.bus,
+        bare,
     }
 }
 
-/// The COT request for what was staged, signed by `key`.
+/// Stage [`test_firmware`].
+pub fn stage(t: &mut TinyGpuTransport) -> Staged {
+    stage_firmware(t, &test_firmware())
+}
+
+/// The COT request the driver built for what was staged, its signature
+/// and public key replaced by `key`'s (the driver's own, for
+/// [`test_key`]).
 pub fn cot(s: &Staged, key: &p384::ecdsa::SigningKey) -> CotPayload {
-    let hash: [u8; COT_HASH_BYTES] = Sha384::digest(fmc_image()).into();
-    let (signature, _): (p384::ecdsa::Signature, _) = (key.sign_prehash(&hash).unwrap(), ());
-    let mut public_key = [0u8; COT_KEY_FIELD_BYTES];
-    public_key[..97].copy_from_slice(key.verifying_key().to_encoded_point(false).as_bytes());
-    let mut sig = [0u8; COT_SIGNATURE_FIELD_BYTES];
-    sig[..96].copy_from_slice(&signature.to_bytes());
-    CotPayload {
-        version: fsp::COT_VERSION_GB20X,
-        size: COT_PAYLOAD_BYTES as u16,
-        gsp_fmc_sysmem_offset: s.fmc,
-        frts_sysmem_offset: 0,
-        frts_sysmem_size: 0,
-        frts_vidmem_offset: 0x1C0_0000,
-        frts_vidmem_size: 0x10_0000,
-        hash384: hash,
-        public_key,
-        signature: sig,
-        gsp_boot_args_sysmem_offset: s.params,
-    }
+    let mut c = s.bare.cot.clone();
+    let signature: p384::ecdsa::Signature = key.sign_prehash(&c.hash384).unwrap();
+    let public = key.verifying_key().to_encoded_point(false);
+    c.public_key = [0; fsp::COT_KEY_FIELD_BYTES];
+    c.public_key[..public.as_bytes().len()].copy_from_slice(public.as_bytes());
+    c.signature = [0; fsp::COT_SIGNATURE_FIELD_BYTES];
+    c.signature[..signature.to_bytes().len()].copy_from_slice(&signature.to_bytes());
+    c
 }
 
-/// Send one packet through EMEM channel 0 and read the FSP's answer.
+/// Send one packet through EMEM channel 0 and read the FSP's answer,
+/// whatever its error code.
 pub fn send(t: &mut TinyGpuTransport, payload: &[u8], nvdm_type: u8) -> CommandResponse {
-    let mut packet = Vec::new();
-    packet.extend_from_slice(&fsp::mctp_single_packet().to_le_bytes());
-    packet.extend_from_slice(&fsp::nvdm_header(nvdm_type).to_le_bytes());
-    packet.extend_from_slice(payload);
-    let aincw = 1 << 24;
-    t.mmio_write32(u64::from(NV_PFSP_EMEMC_0::ADDR), aincw)
-        .unwrap();
-    for word in packet.chunks(4) {
-        let mut w = [0u8; 4];
-        w[..word.len()].copy_from_slice(word);
-        t.mmio_write32(u64::from(NV_PFSP_EMEMD_0::ADDR), u32::from_le_bytes(w))
-            .unwrap();
-    }
-    let tail = (packet.len().next_multiple_of(4) - 4) as u32;
-    t.mmio_write32(u64::from(NV_PFSP_QUEUE_TAIL_0::ADDR), tail)
-        .unwrap();
-    t.mmio_write32(u64::from(NV_PFSP_QUEUE_HEAD_0::ADDR), 0)
-        .unwrap();
-    let start = Instant::now();
-    let (head, tail) = loop {
-        let h = t.mmio_read32(u64::from(NV_PFSP_MSGQ_HEAD_0::ADDR)).unwrap();
-        let tl = t.mmio_read32(u64::from(NV_PFSP_MSGQ_TAIL_0::ADDR)).unwrap();
-        if h != tl {
-            break (h, tl);
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "the FSP never answered"
-        );
+    let channel = FspChannel {
+        timeout: Duration::from_secs(2),
+        ..FspChannel::default()
     };
-    let aincr = 1 << 25;
-    t.mmio_write32(u64::from(NV_PFSP_EMEMC_0::ADDR), aincr)
-        .unwrap();
-    let words = (tail - head + 4) / 4;
-    let mut msg = Vec::new();
-    for _ in 0..words {
-        msg.extend_from_slice(
-            &t.mmio_read32(u64::from(NV_PFSP_EMEMD_0::ADDR))
-                .unwrap()
-                .to_le_bytes(),
-        );
-    }
-    t.mmio_write32(u64::from(NV_PFSP_MSGQ_TAIL_0::ADDR), head)
-        .unwrap();
-    assert_eq!(&msg[..4], &fsp::mctp_single_packet().to_le_bytes());
-    assert_eq!(
-        &msg[4..8],
-        &fsp::nvdm_header(nvdm::FSP_RESPONSE).to_le_bytes()
-    );
-    CommandResponse::decode(&msg[PACKET_HEADER_BYTES..]).unwrap()
+    channel.exchange(t, nvdm_type, payload).unwrap()
 }
 
 pub fn world() -> (Server<Card>, tempfile::TempDir, TinyGpuTransport) {
@@ -240,12 +236,7 @@ pub fn booted(
     let s = stage(&mut t);
     let mut q = rpc::HostQueues::stage(&mut t, &s);
     prequeue(&mut q, &mut t);
-    let r = send(
-        &mut t,
-        &cot(&s, &test_key()).encode(),
-        macuda_hw::fsp::nvdm::COT,
-    );
-    assert_eq!(r.error_code, 0);
+    bare::send_cot(&mut t, &s.bare).unwrap();
     (server, dir, t, q)
 }
 

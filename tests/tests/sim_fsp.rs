@@ -74,7 +74,9 @@ fn a_good_cot_boots_the_fmc_which_lays_out_wpr2_and_releases_the_gsp() {
     assert_ne!(hi.val(), 0, "firmware resident now");
     assert_eq!(gsp(&mut t, NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI), hi.0);
     let mut meta = WprMeta::zeroed();
-    t.dma_read(s.region.id, 13 * PAGE, &mut meta.0).unwrap();
+    let at_meta = s.bare.wpr_meta;
+    t.dma_read(at_meta.mapping, at_meta.offset, &mut meta.0)
+        .unwrap();
     assert_eq!(meta.get(at::VERIFIED), WPR_META_VERIFIED);
     let start = meta.get(at::GSP_FW_WPR_START);
     let end = meta.get(at::GSP_FW_WPR_END);

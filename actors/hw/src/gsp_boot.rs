@@ -150,6 +150,129 @@ impl WprMeta {
     }
 }
 
+/// The radix3 table that maps the GSP-RM image (reference gsp.md 3.4):
+/// three levels of 4 KiB pages of u64 bus addresses over the image's pages.
+pub mod radix3 {
+    /// `LIBOS_MEMORY_REGION_RADIX_PAGE_SIZE`: every table and image page.
+    pub const PAGE_BYTES: u64 = 1 << PAGE_LOG2;
+    /// `LIBOS_MEMORY_REGION_RADIX_PAGE_LOG2`.
+    pub const PAGE_LOG2: u32 = 12;
+    /// An entry is a u64 bus address.
+    pub const ENTRY_BYTES: u64 = 8;
+    pub const ENTRIES_PER_PAGE: u64 = PAGE_BYTES / ENTRY_BYTES;
+    /// The largest image the boot hands over: nouveau bounds radix3 to
+    /// 512 × 512 pages (1 GiB), as the firmware parser does, though three
+    /// full levels could name more.
+    pub const MAX_IMAGE_PAGES: u64 = ENTRIES_PER_PAGE * ENTRIES_PER_PAGE;
+}
+
+/// `sizeOfSignature` as tinygrad declares it: the signature gets a page.
+pub const SIGNATURE_BUFFER_BYTES: u64 = 0x1000;
+
+/// The FRTS region the FSP carves in FB: `FWSECLIC_FRTS_REGION_SIZE_1MB_IN_4K`
+/// pages of 4 KiB.
+pub const FRTS_SIZE_IN_4K: u64 = 0x100;
+pub const FRTS_BYTES: u64 = FRTS_SIZE_IN_4K << 12;
+/// `frtsVidmemOffset` (from FB's end) is aligned to this.
+pub const FRTS_VIDMEM_ALIGN: u64 = 2 << 20;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// RM's GSP firmware heap formula (`gsp_fw_heap.h`, reference memory.md
+/// 3.4): an OS carve-out, a base for RM, a term per GiB of FB and a term
+/// for client allocations, each per-term sum aligned, then clamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FwHeapRule {
+    /// `GSP_FW_HEAP_PARAM_OS_SIZE_*`.
+    pub os_carveout: u64,
+    /// `GSP_FW_HEAP_PARAM_BASE_RM_SIZE_*`.
+    pub base_rm: u64,
+    /// `GSP_FW_HEAP_PARAM_SIZE_PER_GB_FB`, for each started GiB of FB.
+    pub per_gib_fb: u64,
+    /// `GSP_FW_HEAP_PARAM_CLIENT_ALLOC_SIZE`: per client allocation...
+    pub per_client_alloc: u64,
+    /// ...times this many.
+    pub client_allocs: u64,
+    /// The FB and client terms are each aligned up to this.
+    pub term_align: u64,
+    /// `GSP_FW_HEAP_SIZE_OVERRIDE_LIBOS3_BAREMETAL_MIN_MB` and `_MAX_MB`.
+    pub min: u64,
+    pub max: u64,
+}
+
+impl FwHeapRule {
+    /// `gspFwHeapSize` for a board with `fb_bytes` of VRAM.
+    pub fn heap_bytes(&self, fb_bytes: u64) -> u64 {
+        let fb_term = (self.per_gib_fb * fb_bytes.div_ceil(GIB)).next_multiple_of(self.term_align);
+        let client_term =
+            (self.per_client_alloc * self.client_allocs).next_multiple_of(self.term_align);
+        (self.os_carveout + self.base_rm + fb_term + client_term).clamp(self.min, self.max)
+    }
+}
+
+/// Hopper and later, LIBOS3 on bare metal.
+pub const FW_HEAP_GH100_AND_LATER: FwHeapRule = FwHeapRule {
+    os_carveout: 22 * MIB,
+    base_rm: 14 * MIB,
+    per_gib_fb: 96 * KIB,
+    per_client_alloc: 48 * KIB,
+    client_allocs: 2048,
+    term_align: MIB,
+    min: 88 * MIB,
+    max: 280 * MIB,
+};
+
+/// The parts of nouveau's GB20x PMU reservation (`rsvd_size_pmu`), summed
+/// and aligned to [`PMU_RESERVED_ALIGN`].
+pub const PMU_RESERVED_PARTS_GB20X: [u64; 3] = [0x80_0000, 0x100_0000, 0x1000];
+pub const PMU_RESERVED_ALIGN: u64 = 0x2_0000;
+
+/// The sizes the host puts into the WPR meta on the FSP path, per family
+/// (reference gsp.md 3.6, r570).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WprSizes {
+    pub non_wpr_heap: u64,
+    pub pmu_reserved: u64,
+    pub vga_workspace: u64,
+    pub frts: u64,
+    pub fw_heap: FwHeapRule,
+}
+
+impl WprSizes {
+    /// `frtsVidmemOffset` for the COT: the non-WPR heap and the PMU
+    /// reservation lie above FRTS at FB's end.
+    pub fn frts_vidmem_offset(&self) -> u64 {
+        (self.non_wpr_heap + self.pmu_reserved).next_multiple_of(FRTS_VIDMEM_ALIGN)
+    }
+}
+
+const fn sum_aligned(parts: [u64; 3], align: u64) -> u64 {
+    (parts[0] + parts[1] + parts[2]).next_multiple_of(align)
+}
+
+/// RM sets a 128 KiB VGA workspace on Hopper and later.
+pub const VGA_WORKSPACE_HOPPER_AND_LATER: u64 = 128 * KIB;
+
+/// GB20x (nouveau's `r570_wpr_libos3_gb20x`).
+pub const WPR_SIZES_GB20X: WprSizes = WprSizes {
+    non_wpr_heap: 0x22_0000,
+    pmu_reserved: sum_aligned(PMU_RESERVED_PARTS_GB20X, PMU_RESERVED_ALIGN),
+    vga_workspace: VGA_WORKSPACE_HOPPER_AND_LATER,
+    frts: FRTS_BYTES,
+    fw_heap: FW_HEAP_GH100_AND_LATER,
+};
+
+/// GH100: a 2 MiB non-WPR heap and no PMU reservation.
+pub const WPR_SIZES_GH100: WprSizes = WprSizes {
+    non_wpr_heap: 0x20_0000,
+    pmu_reserved: 0,
+    vga_workspace: VGA_WORKSPACE_HOPPER_AND_LATER,
+    frts: FRTS_BYTES,
+    fw_heap: FW_HEAP_GH100_AND_LATER,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +304,26 @@ mod tests {
         assert_eq!(m.get(MAGIC), WPR_META_MAGIC);
         assert_eq!(m.pmu_reserved_size(), 0x182_0000);
         assert_eq!(m.get(VERIFIED), WPR_META_VERIFIED);
+    }
+
+    #[test]
+    fn sizes_are_the_references_numbers() {
+        assert_eq!(WPR_SIZES_GB20X.pmu_reserved, 0x182_0000);
+        assert_eq!(WPR_SIZES_GB20X.frts_vidmem_offset(), 0x1C0_0000);
+        assert_eq!(WPR_SIZES_GH100.frts_vidmem_offset(), 0x20_0000);
+        assert_eq!(FRTS_BYTES, 0x10_0000);
+        // 32 GiB GB202: 135 MiB, tinygrad's constant; 80 GiB H100: 140 MiB.
+        assert_eq!(FW_HEAP_GH100_AND_LATER.heap_bytes(32 << 30), 0x870_0000);
+        assert_eq!(FW_HEAP_GH100_AND_LATER.heap_bytes(80 << 30), 140 << 20);
+        assert_eq!(
+            FW_HEAP_GH100_AND_LATER.heap_bytes(0),
+            22 * MIB + 14 * MIB + 96 * MIB
+        );
+        assert_eq!(
+            FW_HEAP_GH100_AND_LATER.heap_bytes(u64::MAX >> 20),
+            280 * MIB
+        );
+        assert_eq!(radix3::ENTRIES_PER_PAGE, 512);
+        assert_eq!(radix3::MAX_IMAGE_PAGES * radix3::PAGE_BYTES, 1 << 30);
     }
 }

@@ -318,6 +318,10 @@ pub mod libos_region {
     /// LIBOS_MEMORY_REGION_CONTIGUOUS and _LOC_SYSMEM.
     pub const KIND_CONTIGUOUS: u8 = 1;
     pub const LOC_SYSMEM: u8 = 1;
+    /// `LIBOS_MEMORY_REGION_INIT_ARGUMENTS_MAX`: the libos page's bytes.
+    pub const INIT_ARGUMENTS_MAX: usize = 4096;
+    /// Entries the page holds.
+    pub const MAX_ENTRIES: usize = INIT_ARGUMENTS_MAX / BYTES;
 }
 
 /// An id8: up to 8 ASCII characters packed big-endian into a u64 (the

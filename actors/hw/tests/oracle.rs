@@ -78,6 +78,22 @@ fn fsp_boot_formats_match_the_oracle() {
         ("GSP_FW_WPR_META_MAGIC", gsp_boot::WPR_META_MAGIC),
         ("GSP_FW_WPR_META_REVISION", gsp_boot::WPR_META_REVISION),
         ("GSP_FW_WPR_META_VERIFIED", gsp_boot::WPR_META_VERIFIED),
+        (
+            "LIBOS_MEMORY_REGION_RADIX_PAGE_SIZE",
+            gsp_boot::radix3::PAGE_BYTES,
+        ),
+        (
+            "LIBOS_MEMORY_REGION_RADIX_PAGE_LOG2",
+            u64::from(gsp_boot::radix3::PAGE_LOG2),
+        ),
+        (
+            "LIBOS_MEMORY_REGION_INIT_ARGUMENTS_MAX",
+            macuda_hw::gsp_rpc::libos_region::INIT_ARGUMENTS_MAX as u64,
+        ),
+        (
+            "FWSECLIC_FRTS_REGION_SIZE_1MB_IN_4K",
+            gsp_boot::FRTS_SIZE_IN_4K,
+        ),
     ] {
         assert_eq!(o["constants"][name].as_u64(), Some(value), "{name}");
     }

@@ -197,6 +197,62 @@ impl FmcImage {
         })
     }
 
+    /// An FMC from its four sections, as a container would hold them: for
+    /// FMCs that are not NVIDIA's files (a test image signed with a key a
+    /// simulated FSP trusts). The same rules as [`FmcImage::parse`] apply
+    /// to the sections: `chip`'s sizes, and `hash` the SHA-384 of `image`.
+    ///
+    /// # Errors
+    /// `BadField` for a section of the wrong size, `Malformed` for an
+    /// empty image, `ImageHashMismatch`.
+    pub fn from_sections(
+        path: &Path,
+        chip: FirmwareChip,
+        image: &[u8],
+        hash: &[u8],
+        signature: &[u8],
+        public_key: &[u8],
+    ) -> Result<FmcImage, FirmwareError> {
+        let (signature_bytes, key_bytes) = signature_and_key_bytes(chip);
+        let mut bytes = Vec::new();
+        let file = FileBytes::new(path, &[]);
+        if image.is_empty() {
+            return Err(file.malformed("section `image` is empty"));
+        }
+        let mut ranges = Vec::new();
+        for (name, data, size) in [
+            (FMC_HASH.0, hash, Some(FMC_HASH_BYTES)),
+            (FMC_SIGNATURE.0, signature, Some(signature_bytes)),
+            (FMC_PUBLIC_KEY.0, public_key, Some(key_bytes)),
+            (FMC_IMAGE.0, image, None),
+        ] {
+            if let Some(size) = size {
+                file.expect(
+                    &format!("the size of `{name}` for {chip}"),
+                    data.len() as u64,
+                    size,
+                )?;
+            }
+            ranges.push(bytes.len()..bytes.len() + data.len());
+            bytes.extend_from_slice(data);
+        }
+        let [hash, signature, public_key, image] = <[Range<usize>; 4]>::try_from(ranges)
+            .map_err(|_| file.malformed("payload sections"))?;
+        if Sha384::digest(&bytes[image.clone()])[..] != bytes[hash.clone()] {
+            return Err(FirmwareError::ImageHashMismatch {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(FmcImage {
+            path: path.to_path_buf(),
+            bytes,
+            hash,
+            signature,
+            public_key,
+            image,
+        })
+    }
+
     /// The SHA-384 of [`FmcImage::image`].
     pub fn hash(&self) -> &[u8] {
         &self.bytes[self.hash.clone()]
@@ -320,6 +376,25 @@ pub(crate) mod tests {
 
     fn section_header(index: u64) -> usize {
         (FMC_SECTION_TABLE_OFFSET + index * ELF32_SECTION_HEADER_BYTES) as usize
+    }
+
+    #[test]
+    fn from_sections_checks_sizes_and_the_hash_as_parse_does() {
+        let chip = FirmwareChip::Gb202;
+        let image = b"an fmc image".to_vec();
+        let hash = Sha384::digest(&image).to_vec();
+        let p = Path::new("test-fmc");
+        let f = FmcImage::from_sections(p, chip, &image, &hash, &[1; 96], &[4; 97]).unwrap();
+        assert_eq!((f.image(), f.hash()), (&image[..], &hash[..]));
+        assert_eq!((f.signature().len(), f.public_key().len()), (96, 97));
+        assert!(matches!(
+            FmcImage::from_sections(p, chip, &image, &hash, &[1; 384], &[4; 97]),
+            Err(FirmwareError::BadField { .. })
+        ));
+        assert!(matches!(
+            FmcImage::from_sections(p, chip, b"another", &hash, &[1; 96], &[4; 97]),
+            Err(FirmwareError::ImageHashMismatch { .. })
+        ));
     }
 
     #[test]

@@ -134,6 +134,40 @@ impl GspImage {
         })
     }
 
+    /// A GSP-RM image from its `.fwimage` and `chip`'s signature, for
+    /// images that are not NVIDIA's file (a small test image), with the
+    /// same limits as [`GspImage::parse`].
+    ///
+    /// # Errors
+    /// `Malformed` for an empty or oversized image or an empty signature.
+    pub fn from_sections(
+        path: &Path,
+        chip: FirmwareChip,
+        image: &[u8],
+        signature: &[u8],
+    ) -> Result<GspImage, FirmwareError> {
+        let file = FileBytes::new(path, &[]);
+        if image.is_empty() || signature.is_empty() {
+            return Err(file.malformed("an empty image or signature"));
+        }
+        if image.len() as u64 > RADIX3_MAX_IMAGE_BYTES {
+            return Err(file.malformed(format!(
+                "`{FWIMAGE_SECTION}` is {} bytes, more than a radix3 table maps ({RADIX3_MAX_IMAGE_BYTES})",
+                image.len()
+            )));
+        }
+        let mut bytes = image.to_vec();
+        bytes.extend_from_slice(signature);
+        Ok(GspImage {
+            path: path.to_path_buf(),
+            signature_section: format!("{FWSIGNATURE_PREFIX}{}", signature_family(chip)),
+            version: None,
+            bytes,
+            image: 0..image.len(),
+            signature: image.len()..image.len() + signature.len(),
+        })
+    }
+
     /// What is DMA'd into WPR2 (through the radix3 table).
     pub fn image(&self) -> &[u8] {
         &self.bytes[self.image.clone()]
@@ -210,6 +244,15 @@ pub(crate) mod tests {
 
     fn parse(bytes: Vec<u8>, chip: FirmwareChip) -> Result<GspImage, FirmwareError> {
         GspImage::parse(Path::new("gsp.bin"), bytes, chip)
+    }
+
+    #[test]
+    fn from_sections_names_the_chips_signature_and_refuses_empty_parts() {
+        let p = Path::new("test-gsp");
+        let g = GspImage::from_sections(p, FirmwareChip::Gb202, &[1; 5000], &[2; 64]).unwrap();
+        assert_eq!((g.image().len(), g.signature()), (5000, &[2u8; 64][..]));
+        assert_eq!(g.signature_section, ".fwsignature_gb20x");
+        assert!(GspImage::from_sections(p, FirmwareChip::Gb202, &[], &[2; 64]).is_err());
     }
 
     #[test]
