@@ -66,6 +66,11 @@ pub const RPC_SIGNATURE: u32 = 0x4350_5256;
 /// The largest payload of one record.
 pub const RPC_PAYLOAD_MAX: usize = MESSAGE_MAX_BYTES - element::BYTES - rpc_header::BYTES;
 
+/// What the host writes to NV_PGSP_QUEUE_HEAD(0) to tell GSP-RM the
+/// command queue moved: the value is not read, the write is the signal
+/// (RM's `kgspSetCmdQueueHead` writes 0 on every chip).
+pub const DOORBELL_VALUE: u32 = 0;
+
 /// NV_VGPU_MSG_RESULT_*.
 pub mod result {
     pub const SUCCESS: u32 = 0;

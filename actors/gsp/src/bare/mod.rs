@@ -6,5 +6,13 @@
 //! runs over the pci actor and, in tests, straight over a transport.
 
 mod bus;
+#[cfg(test)]
+mod fake;
+pub mod queue;
+mod rpc_error;
+pub mod shared;
 
 pub use bus::{CardBus, OverActor};
+pub use queue::{encode_record, Message, Patience, RpcQueue};
+pub use rpc_error::RpcError;
+pub use shared::{SharedBlock, RMARGS_BYTES};
