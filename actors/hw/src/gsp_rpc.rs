@@ -269,6 +269,8 @@ pub mod function {
 
 /// NV_VGPU_MSG_EVENT_* GSP sends unprompted.
 pub mod event {
+    /// Numbers from here up are events, below it functions (and replies).
+    pub const FIRST_EVENT: u32 = 0x1000;
     pub const GSP_INIT_DONE: u32 = 0x1001;
     pub const GSP_RUN_CPU_SEQUENCER: u32 = 0x1002;
     pub const POST_EVENT: u32 = 0x1003;
@@ -278,6 +280,7 @@ pub mod event {
     pub const UCODE_LIBOS_PRINT: u32 = 0x100C;
     pub const GSP_LOCKDOWN_NOTICE: u32 = 0x101C;
     pub const ALL: &[(&str, u32)] = &[
+        ("NV_VGPU_MSG_EVENT_FIRST_EVENT", FIRST_EVENT),
         ("NV_VGPU_MSG_EVENT_GSP_INIT_DONE", GSP_INIT_DONE),
         (
             "NV_VGPU_MSG_EVENT_GSP_RUN_CPU_SEQUENCER",

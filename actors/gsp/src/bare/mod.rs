@@ -6,13 +6,17 @@
 //! runs over the pci actor and, in tests, straight over a transport.
 
 mod bus;
+pub mod conversation;
 #[cfg(test)]
 mod fake;
 pub mod queue;
+pub mod rm_calls;
 mod rpc_error;
 pub mod shared;
 
 pub use bus::{CardBus, OverActor};
+pub use conversation::{GspRpc, Notice};
 pub use queue::{encode_record, Message, Patience, RpcQueue};
+pub use rm_calls::RmAlloc;
 pub use rpc_error::RpcError;
 pub use shared::{SharedBlock, RMARGS_BYTES};

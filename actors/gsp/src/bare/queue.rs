@@ -182,7 +182,10 @@ impl RpcQueue {
     /// The transport's, a record not a whole number of elements or longer
     /// than a record may be, or no room in time.
     pub fn send_record(&mut self, bus: &mut dyn CardBus, record: &[u8]) -> Result<(), RpcError> {
-        if record.is_empty() || record.len() % ELEMENT != 0 || record.len() > MESSAGE_MAX_BYTES {
+        if record.is_empty()
+            || !record.len().is_multiple_of(ELEMENT)
+            || record.len() > MESSAGE_MAX_BYTES
+        {
             return Err(RpcError::TooLarge {
                 bytes: record.len(),
                 max: MESSAGE_MAX_BYTES,
