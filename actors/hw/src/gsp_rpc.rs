@@ -484,6 +484,11 @@ pub mod log_buffer {
     /// The words a record carries besides its arguments: its metadata
     /// pointer and time stamp, in that order, last.
     pub const TRAILER_WORDS: u64 = 2;
+    /// Print levels a record's metadata carries, as the simulated card's
+    /// GSP-RM writes them (libos's own values are not in the oracle):
+    /// from `LEVEL_ERROR` up a line is an error.
+    pub const LEVEL_INFO: u8 = 1;
+    pub const LEVEL_ERROR: u8 = 2;
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ mod bus;
 pub mod conversation;
 #[cfg(test)]
 mod fake;
+pub mod init_messages;
+pub mod logs;
 pub mod queue;
 pub mod rm_calls;
 mod rpc_error;
@@ -16,6 +18,8 @@ pub mod shared;
 
 pub use bus::{CardBus, OverActor};
 pub use conversation::{GspRpc, Notice};
+pub use init_messages::{packed_registry, InitMessageError, PciAddress, SystemInfo};
+pub use logs::{LogError, LogFormat, LogMetadata, LogRecord};
 pub use queue::{encode_record, Message, Patience, RpcQueue};
 pub use rm_calls::RmAlloc;
 pub use rpc_error::RpcError;
