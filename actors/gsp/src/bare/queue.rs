@@ -380,38 +380,8 @@ impl RpcQueue {
         if write == read {
             return Ok(None);
         }
+        let (mut m, elem_count) = self.frame(bus, read, write)?;
         let seq = self.rx_seq;
-        let mut m = self
-            .block
-            .read(bus, element_at(STAT, read), ELEMENT as u64)?;
-        let elem_count = u32_at(&m, element::ELEM_COUNT);
-        let length = u32_at(&m, element::BYTES + rpc_header::LENGTH) as usize;
-        let max = MESSAGE_MAX_BYTES - element::BYTES;
-        if !(rpc_header::BYTES..=max).contains(&length) {
-            return Err(RpcError::Length {
-                seq,
-                length,
-                min: rpc_header::BYTES,
-                max,
-            });
-        }
-        let want = gsp_rpc::elements_for(length);
-        if elem_count as usize != want {
-            return Err(RpcError::ElementCount {
-                seq,
-                elem_count,
-                length,
-                want,
-            });
-        }
-        let written = (write + MSG_COUNT - read) % MSG_COUNT;
-        if elem_count > written {
-            return Err(RpcError::Truncated {
-                seq,
-                elem_count,
-                written,
-            });
-        }
         for i in 1..elem_count {
             let slot = (read + i) % MSG_COUNT;
             m.extend(
@@ -419,12 +389,15 @@ impl RpcQueue {
                     .read(bus, element_at(STAT, slot), ELEMENT as u64)?,
             );
         }
+        // `frame` checked the length against the elements read.
+        let length = u32_at(&m, element::BYTES + rpc_header::LENGTH) as usize;
         m.truncate(element::BYTES + length);
         if gsp_rpc::checksum(&m) != 0 {
             let stored = u32_at(&m, element::CHECKSUM);
             put_u32(&mut m, element::CHECKSUM, 0);
             return Err(RpcError::Checksum {
                 seq,
+                function: u32_at(&m, element::BYTES + rpc_header::FUNCTION),
                 stored,
                 computed: gsp_rpc::checksum(&m),
             });
@@ -457,6 +430,79 @@ impl RpcQueue {
             .write_u32(bus, HOST_READ_PTR, (read + elem_count) % MSG_COUNT)?;
         self.rx_seq = self.rx_seq.wrapping_add(1);
         Ok(Some(message))
+    }
+}
+
+impl RpcQueue {
+    /// The first element of the message at `read`, and how many elements
+    /// it spans, once its length, element count and what was written
+    /// agree.
+    fn frame(
+        &self,
+        bus: &mut dyn CardBus,
+        read: u32,
+        write: u32,
+    ) -> Result<(Vec<u8>, u32), RpcError> {
+        let seq = self.rx_seq;
+        let m = self
+            .block
+            .read(bus, element_at(STAT, read), ELEMENT as u64)?;
+        let elem_count = u32_at(&m, element::ELEM_COUNT);
+        let length = u32_at(&m, element::BYTES + rpc_header::LENGTH) as usize;
+        let max = MESSAGE_MAX_BYTES - element::BYTES;
+        if !(rpc_header::BYTES..=max).contains(&length) {
+            return Err(RpcError::Length {
+                seq,
+                length,
+                min: rpc_header::BYTES,
+                max,
+            });
+        }
+        let want = gsp_rpc::elements_for(length);
+        if elem_count as usize != want {
+            return Err(RpcError::ElementCount {
+                seq,
+                elem_count,
+                length,
+                want,
+            });
+        }
+        let written = (write + MSG_COUNT - read) % MSG_COUNT;
+        if elem_count > written {
+            return Err(RpcError::Truncated {
+                seq,
+                elem_count,
+                written,
+            });
+        }
+        Ok((m, elem_count))
+    }
+
+    /// Drop the status message at the read pointer, one that failed its
+    /// checks, so the conversation can go on past it (for a caller that
+    /// decided a corrupt message is not fatal and wants the next). Only a
+    /// message whose framing (length, element count) is sound can be
+    /// stepped over: broken framing leaves no way to find the next.
+    ///
+    /// # Errors
+    /// Not linked, broken framing, or the transport's.
+    pub fn discard(&mut self, bus: &mut dyn CardBus) -> Result<(), RpcError> {
+        if !self.linked(bus)? {
+            return Err(RpcError::NotLinked {
+                waited: Duration::ZERO,
+            });
+        }
+        let write = self.pointer(bus, STAT + tx_header::WRITE_PTR as u64, "status write")?;
+        let read = self.pointer(bus, HOST_READ_PTR, "host's status read")?;
+        if write == read {
+            return Ok(());
+        }
+        let (_, elem_count) = self.frame(bus, read, write)?;
+        self.block
+            .write_u32(bus, HOST_READ_PTR, (read + elem_count) % MSG_COUNT)?;
+        self.rx_seq = self.rx_seq.wrapping_add(1);
+        self.pending = None;
+        Ok(())
     }
 }
 
@@ -723,6 +769,7 @@ pub(super) mod tests {
         match e {
             RpcError::Checksum {
                 seq: 0,
+                function: event::GSP_INIT_DONE,
                 stored,
                 computed,
             } => assert_ne!(stored, computed),
@@ -773,6 +820,19 @@ pub(super) mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_corrupt_message_can_be_stepped_over() {
+        let (mut card, mut q, mut gsp) = linked_queue();
+        gsp.post_with(&mut card, &q, event::POST_EVENT, 0, &[0; 32], |m| {
+            m[90] ^= 1
+        });
+        gsp.post(&mut card, &q, event::GSP_INIT_DONE, &[0; 4]);
+        assert!(matches!(q.poll(&mut card), Err(RpcError::Checksum { .. })));
+        q.discard(&mut card).unwrap();
+        let m = q.poll(&mut card).unwrap().unwrap();
+        assert_eq!((m.seq, m.function), (1, event::GSP_INIT_DONE));
     }
 
     #[test]

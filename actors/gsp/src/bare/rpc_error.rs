@@ -28,9 +28,10 @@ pub enum RpcError {
         value: u32,
         count: u32,
     },
-    #[error("status message {seq}: checksum {stored:#010x} stored, {computed:#010x} computed")]
+    #[error("status message {seq} (function {function:#x}): checksum {stored:#010x} stored, {computed:#010x} computed")]
     Checksum {
         seq: u32,
+        function: u32,
         stored: u32,
         computed: u32,
     },
