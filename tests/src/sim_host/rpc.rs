@@ -100,6 +100,12 @@ impl HostQueues {
         }
     }
 
+    /// The queue, for the gsp actor's conversation to own (the log
+    /// buffers stay mapped: the transport keeps its mappings).
+    pub fn into_queue(self) -> RpcQueue {
+        self.queue
+    }
+
     /// The gsp actor's queue under the test host.
     pub fn queue(&mut self) -> &mut RpcQueue {
         &mut self.queue
