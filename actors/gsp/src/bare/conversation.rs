@@ -16,10 +16,11 @@ use super::CardBus;
 use crate::sequencer::{self, Ran, RegisterBus};
 use macuda_hw::gsp_rpc::{
     event, function, libos_print, lockdown_notice, os_error_log, post_event, rc_triggered, result,
+    MSG_COUNT,
 };
 use macuda_hw::le::u32_at;
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How many notices are kept: enough to see what led up to a failure,
 /// bounded so a card that floods events does not grow the driver.
@@ -191,13 +192,19 @@ impl GspRpc {
         self.until(bus, event, &awaiting, within)
     }
 
-    /// Handle every message waiting now; how many there were.
+    /// Handle the messages waiting now (at most a ring's worth); how many
+    /// there were.
     ///
     /// # Errors
     /// The queue's, or a sequencer script that failed.
     pub fn pump(&mut self, bus: &mut dyn CardBus) -> Result<usize, RpcError> {
         let mut n = 0;
-        while let Some(m) = self.queue.poll(bus)? {
+        // What a full ring holds at most: GSP-RM refilling it as fast as
+        // it is read cannot keep the caller here.
+        while n < MSG_COUNT as usize {
+            let Some(m) = self.queue.poll(bus)? else {
+                break;
+            };
             self.handle(bus, m)?;
             n += 1;
         }
@@ -211,9 +218,17 @@ impl GspRpc {
         awaiting: &str,
         within: Duration,
     ) -> Result<Message, RpcError> {
-        let deadline = std::time::Instant::now() + within;
+        let start = Instant::now();
         loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            // Checked each time round: a card that floods events must not
+            // keep the caller past its deadline.
+            let waited = start.elapsed();
+            let Some(left) = within.checked_sub(waited).filter(|l| !l.is_zero()) else {
+                return Err(RpcError::Timeout {
+                    awaiting: awaiting.to_string(),
+                    waited,
+                });
+            };
             let m = self.queue.receive(bus, left, awaiting)?;
             if m.function == wanted {
                 if wanted == event::GSP_INIT_DONE {
@@ -474,6 +489,82 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A card whose GSP-RM posts another event each time the host looks
+    /// at the status queue, as fast as the host reads them.
+    struct Flood {
+        card: super::super::fake::FakeCard,
+        addressing: RpcQueue,
+        gsp: super::super::queue::tests::Gsp,
+    }
+
+    impl CardBus for Flood {
+        fn read32(&mut self, reg: u32) -> Result<u32, macuda_pci::PciError> {
+            self.card.read32(reg)
+        }
+        fn write32(&mut self, reg: u32, value: u32) -> Result<(), macuda_pci::PciError> {
+            self.card.write32(reg, value)
+        }
+        fn alloc_dma(&mut self, bytes: u64) -> Result<macuda_pci::DmaRegion, macuda_pci::PciError> {
+            self.card.alloc_dma(bytes)
+        }
+        fn dma_write(
+            &mut self,
+            id: macuda_pci::DmaId,
+            offset: u64,
+            data: &[u8],
+        ) -> Result<(), macuda_pci::PciError> {
+            self.card.dma_write(id, offset, data)
+        }
+        fn dma_read(
+            &mut self,
+            id: macuda_pci::DmaId,
+            offset: u64,
+            len: u64,
+        ) -> Result<Vec<u8>, macuda_pci::PciError> {
+            use super::super::queue::tests::peek;
+            use macuda_hw::gsp_rpc::{tx_header, CMD_QUEUE_OFFSET, RX_HDR_OFF, STAT_QUEUE_OFFSET};
+            let write_at = STAT_QUEUE_OFFSET + tx_header::WRITE_PTR as u64;
+            if offset == super::super::SharedBlock::mapping_offset(write_at) {
+                let w = peek(&self.card, &self.addressing, write_at);
+                let r = peek(
+                    &self.card,
+                    &self.addressing,
+                    CMD_QUEUE_OFFSET + u64::from(RX_HDR_OFF),
+                );
+                if (w + 1) % MSG_COUNT != r {
+                    self.gsp.post(
+                        &mut self.card,
+                        &self.addressing,
+                        event::MMU_FAULT_QUEUED,
+                        &[],
+                    );
+                }
+            }
+            self.card.dma_read(id, offset, len)
+        }
+    }
+
+    #[test]
+    fn a_flood_of_events_keeps_no_caller_past_its_deadline() {
+        let (card, q, gsp) = linked_queue();
+        let addressing = RpcQueue::new(q.block().clone());
+        let mut flood = Flood {
+            card,
+            addressing,
+            gsp,
+        };
+        let mut rpc = GspRpc::new(q);
+        let start = Instant::now();
+        let e = rpc
+            .wait_for(&mut flood, event::GSP_INIT_DONE, Duration::from_millis(50))
+            .unwrap_err();
+        assert!(matches!(e, RpcError::Timeout { .. }), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(2));
+        assert_eq!(rpc.notices().count(), RECENT_NOTICES);
+        assert!(rpc.notices_dropped() > 0);
+        assert_eq!(rpc.pump(&mut flood).unwrap(), MSG_COUNT as usize);
     }
 
     #[test]

@@ -35,6 +35,11 @@ const ELEMENT: usize = MSG_SIZE as usize;
 /// comes within microseconds, but not a busy spin over a socket.
 const POLL_INTERVAL: Duration = Duration::from_micros(200);
 
+/// The longest message put back together from continuation records: RM
+/// controls' parameters are kilobytes, so a header claiming more than
+/// this is corrupt, and the host does not buffer what it claims.
+pub const REASSEMBLED_MAX: usize = 4 << 20;
+
 /// A message GSP-RM sent: a reply under its command's function, or an
 /// event (`function` >= 0x1000).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,7 +288,12 @@ impl RpcQueue {
     /// # Errors
     /// A message that does not check out, or the transport's.
     pub fn poll(&mut self, bus: &mut dyn CardBus) -> Result<Option<Message>, RpcError> {
-        while let Some(record) = self.take_record(bus)? {
+        // A ring's worth of records per look, however fast GSP-RM refills
+        // it: a message still incomplete after that waits for the next.
+        for _ in 0..MSG_COUNT {
+            let Some(record) = self.take_record(bus)? else {
+                break;
+            };
             if record.function == function::CONTINUATION_RECORD {
                 let Some((mut message, whole)) = self.pending.take() else {
                     return Err(RpcError::StrayContinuation { seq: record.seq });
@@ -313,6 +323,12 @@ impl RpcQueue {
                 });
             }
             match whole_length(record.function, &record.payload) {
+                Some(whole) if whole > REASSEMBLED_MAX => {
+                    return Err(RpcError::TooLarge {
+                        bytes: whole,
+                        max: REASSEMBLED_MAX,
+                    });
+                }
                 Some(whole)
                     if record.payload.len() == RPC_PAYLOAD_MAX && whole > RPC_PAYLOAD_MAX =>
                 {
@@ -734,6 +750,21 @@ pub(super) mod tests {
         gsp.post(&mut card, &q, function::CONTINUATION_RECORD, rest);
         let m = q.poll(&mut card).unwrap().unwrap();
         assert_eq!((m.function, m.payload), (function::GSP_RM_CONTROL, whole));
+    }
+
+    #[test]
+    fn a_reply_claiming_more_than_can_be_reassembled_is_refused() {
+        let (mut card, mut q, mut gsp) = linked_queue();
+        let mut first = vec![0u8; RPC_PAYLOAD_MAX];
+        put_u32(&mut first, rm_control::PARAMS_SIZE, u32::MAX);
+        gsp.post(&mut card, &q, function::GSP_RM_CONTROL, &first);
+        assert!(matches!(
+            q.poll(&mut card),
+            Err(RpcError::TooLarge {
+                max: REASSEMBLED_MAX,
+                ..
+            })
+        ));
     }
 
     #[test]
