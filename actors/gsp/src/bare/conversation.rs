@@ -170,7 +170,9 @@ impl GspRpc {
     }
 
     /// Wait for `event` (GSP_INIT_DONE), handling everything else.
-    /// GSP_INIT_DONE with a failure result is [`RpcError::InitFailed`].
+    /// GSP_INIT_DONE with a failure result is [`RpcError::InitFailed`];
+    /// once it has come (while a call waited, say), waiting for it again
+    /// returns at once with an empty payload.
     ///
     /// # Errors
     /// The queue's, a sequencer script that failed, or not in time.
