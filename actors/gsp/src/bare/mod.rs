@@ -4,6 +4,13 @@
 //! start it, and then speaks RPC with GSP-RM over the message queues.
 //! Everything here reaches the card through [`CardBus`], so the same code
 //! runs over the pci actor and, in tests, straight over a transport.
+//!
+//! The RPC side, bottom up: `shared` stages the shared block and the RM
+//! arguments the libos page names; `queue` moves records through the
+//! two rings with every check; `conversation` makes calls and handles
+//! what GSP-RM sends unprompted; `rm_calls` encodes the RM API carried
+//! over it; `init_messages` builds what is queued before the boot; `logs`
+//! reads GSP-RM's log buffers back.
 
 mod bus;
 pub mod conversation;
