@@ -68,6 +68,18 @@ pub enum Notice {
     },
 }
 
+/// A function or event by its NVIDIA name and number, for errors.
+fn named(number: u32) -> String {
+    function::ALL
+        .iter()
+        .chain(event::ALL)
+        .find(|(_, n)| *n == number)
+        .map_or_else(
+            || format!("function {number:#x}"),
+            |(name, _)| format!("{name} ({number:#x})"),
+        )
+}
+
 /// BAR0 through a [`CardBus`], for the CPU sequencer.
 struct Registers<'a>(&'a mut dyn CardBus);
 
@@ -165,7 +177,7 @@ impl GspRpc {
         payload: &[u8],
     ) -> Result<Message, RpcError> {
         self.queue.send(bus, function, payload)?;
-        let awaiting = format!("reply to function {function:#x}");
+        let awaiting = format!("reply to {}", named(function));
         self.until(bus, function, &awaiting, self.reply_wait)
     }
 
@@ -190,7 +202,7 @@ impl GspRpc {
                 payload: Vec::new(),
             });
         }
-        let awaiting = format!("event {event:#x}");
+        let awaiting = named(event);
         self.until(bus, event, &awaiting, within)
     }
 
@@ -576,7 +588,11 @@ mod tests {
         let e = rpc
             .wait_for(&mut card, event::GSP_INIT_DONE, SOON)
             .unwrap_err();
-        assert!(e.to_string().contains("event 0x1001"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("NV_VGPU_MSG_EVENT_GSP_INIT_DONE (0x1001)"),
+            "{e}"
+        );
         gsp.post(&mut card, rpc.queue(), event::GSP_INIT_DONE, &[0; 4]);
         rpc.wait_for(&mut card, event::GSP_INIT_DONE, SOON).unwrap();
         assert!(rpc.init_done());
@@ -611,7 +627,11 @@ mod tests {
         let e = rpc
             .call(&mut card, function::GSP_RM_ALLOC, &[0; 32])
             .unwrap_err();
-        assert!(e.to_string().contains("reply to function 0x67"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("reply to NV_VGPU_MSG_FUNCTION_GSP_RM_ALLOC (0x67)"),
+            "{e}"
+        );
         let bad = script(&[opcode::CORE_RESUME]);
         gsp.post(&mut card, rpc.queue(), event::GSP_RUN_CPU_SEQUENCER, &bad);
         assert!(matches!(rpc.pump(&mut card), Err(RpcError::Sequencer(_))));
