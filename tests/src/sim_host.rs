@@ -244,10 +244,30 @@ pub fn booted(
 /// registry; GSP-RM posts GSP_INIT_DONE once it has both.
 pub fn init_messages(q: &mut rpc::HostQueues, t: &mut TinyGpuTransport) {
     use macuda_hw::gsp_rpc::function;
-    q.send(
-        t,
-        function::GSP_SET_SYSTEM_INFO,
-        &[0; macuda_sim::gsp_rm::SYSTEM_INFO_BYTES],
-    );
+    let info = system_info(t);
+    q.send(t, function::GSP_SET_SYSTEM_INFO, &info);
     q.send(t, function::SET_REGISTRY, &rpc::registry_table());
+}
+
+/// GspSystemInfo as the gsp actor encodes it for a card over TinyGPU:
+/// the PCI identity from config space; the BARs' bus addresses and the
+/// function's address are the server's, not told.
+pub fn system_info(t: &mut TinyGpuTransport) -> Vec<u8> {
+    use macuda_gsp::bare::SystemInfo;
+    use macuda_hw::gsp_rpc::system_info::CONFIG_MIRROR_BASE_FSP;
+    use macuda_hw::pci::{offset, Width};
+    let dword = |t: &mut TinyGpuTransport, at| t.config_read(at, Width::U32).unwrap();
+    SystemInfo {
+        bar0: 0,
+        bar1: 0,
+        instance_bar: 0,
+        address: None,
+        pci_ids: dword(t, offset::VENDOR_ID),
+        pci_subsystem_ids: dword(t, offset::SUBSYSTEM_VENDOR_ID),
+        // CAST: the revision is the dword's low byte.
+        revision: dword(t, offset::REVISION_AND_CLASS) as u8,
+        config_mirror_base: CONFIG_MIRROR_BASE_FSP,
+    }
+    .encode()
+    .unwrap()
 }

@@ -1,9 +1,10 @@
 //! Faults injected into the simulated card at the bus and in GSP-RM, seen
 //! as a driver sees them over the TinyGPU protocol: a card off the bus
 //! reads all ones everywhere (configuration space too) and a reset does
-//! not bring it back; a corrupted GSP-RM message arrives with a checksum
-//! that does not fold to zero, and the next is whole again.
+//! not bring it back; a corrupted GSP-RM message is caught by the gsp
+//! actor's receiver by its checksum, and the next is whole again.
 
+use macuda_gsp::bare::RpcError;
 use macuda_hw::gsp_rpc::{event, function};
 use macuda_hw::pci::{offset, Width};
 use macuda_hw::regs::NV_PMC_BOOT_0;
@@ -69,16 +70,22 @@ fn a_corrupted_gsp_rm_message_fails_its_checksum_and_the_next_is_whole() {
         macuda_hw::fsp::nvdm::COT,
     );
     assert_eq!(r.error_code, 0);
-    let (fold, m) = q
-        .receive_with_checksum(&mut t, PATIENCE)
-        .expect("GSP_INIT_DONE");
-    assert_eq!(m.function, event::GSP_INIT_DONE);
-    assert_ne!(
-        fold, 0,
-        "the corrupted message's checksum does not fold to 0"
-    );
-    // The next message goes out whole: a call's reply.
+    // The gsp actor's receiver names what is wrong, with both values.
+    match q.receive_checked(&mut t, PATIENCE) {
+        Err(RpcError::Checksum {
+            seq: 0,
+            function,
+            stored,
+            computed,
+        }) => {
+            assert_eq!(function, event::GSP_INIT_DONE);
+            assert_ne!(stored, computed, "the corrupted message's checksum");
+        }
+        other => panic!("wanted a checksum error on GSP_INIT_DONE, got {other:?}"),
+    }
+    // Stepped over, the next message goes out whole: a call's reply.
+    q.discard(&mut t).unwrap();
     q.send(&mut t, function::NOP, &[]);
-    let (fold, _) = q.receive_with_checksum(&mut t, PATIENCE).expect("a reply");
-    assert_eq!(fold, 0);
+    let m = q.receive_checked(&mut t, PATIENCE).expect("a reply");
+    assert_eq!((m.seq, m.function), (1, function::NOP));
 }

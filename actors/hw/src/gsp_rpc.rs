@@ -66,6 +66,11 @@ pub const RPC_SIGNATURE: u32 = 0x4350_5256;
 /// The largest payload of one record.
 pub const RPC_PAYLOAD_MAX: usize = MESSAGE_MAX_BYTES - element::BYTES - rpc_header::BYTES;
 
+/// What the host writes to NV_PGSP_QUEUE_HEAD(0) to tell GSP-RM the
+/// command queue moved: the value is not read, the write is the signal
+/// (RM's `kgspSetCmdQueueHead` writes 0 on every chip).
+pub const DOORBELL_VALUE: u32 = 0;
+
 /// NV_VGPU_MSG_RESULT_*.
 pub mod result {
     pub const SUCCESS: u32 = 0;
@@ -264,6 +269,8 @@ pub mod function {
 
 /// NV_VGPU_MSG_EVENT_* GSP sends unprompted.
 pub mod event {
+    /// Numbers from here up are events, below it functions (and replies).
+    pub const FIRST_EVENT: u32 = 0x1000;
     pub const GSP_INIT_DONE: u32 = 0x1001;
     pub const GSP_RUN_CPU_SEQUENCER: u32 = 0x1002;
     pub const POST_EVENT: u32 = 0x1003;
@@ -273,6 +280,7 @@ pub mod event {
     pub const UCODE_LIBOS_PRINT: u32 = 0x100C;
     pub const GSP_LOCKDOWN_NOTICE: u32 = 0x101C;
     pub const ALL: &[(&str, u32)] = &[
+        ("NV_VGPU_MSG_EVENT_FIRST_EVENT", FIRST_EVENT),
         ("NV_VGPU_MSG_EVENT_GSP_INIT_DONE", GSP_INIT_DONE),
         (
             "NV_VGPU_MSG_EVENT_GSP_RUN_CPU_SEQUENCER",
@@ -346,6 +354,145 @@ pub mod rm_args {
     pub const CMD_QUEUE_OFFSET: usize = 16;
     pub const STAT_QUEUE_OFFSET: usize = 24;
     pub const BYTES: usize = 72;
+}
+
+/// `rpc_gsp_rm_alloc_v03_00`: GSP_RM_ALLOC's payload, then the class's
+/// allocation parameters; the reply echoes it with `status` filled.
+pub mod rm_alloc {
+    pub const H_CLIENT: usize = 0;
+    pub const H_PARENT: usize = 4;
+    pub const H_OBJECT: usize = 8;
+    pub const H_CLASS: usize = 12;
+    pub const STATUS: usize = 16;
+    pub const PARAMS_SIZE: usize = 20;
+    pub const FLAGS: usize = 24;
+    pub const PARAMS: usize = 32;
+    pub const BYTES: usize = 32;
+}
+
+/// `rpc_gsp_rm_control_v03_00`: GSP_RM_CONTROL's payload, then the
+/// control's parameters, which come back filled in.
+pub mod rm_control {
+    pub const H_CLIENT: usize = 0;
+    pub const H_OBJECT: usize = 4;
+    pub const CMD: usize = 8;
+    pub const STATUS: usize = 12;
+    pub const PARAMS_SIZE: usize = 16;
+    pub const FLAGS: usize = 20;
+    pub const PARAMS: usize = 24;
+    pub const BYTES: usize = 24;
+}
+
+/// `rpc_free_v03_00` (NVOS00_PARAMETERS): FREE's payload.
+pub mod rm_free {
+    pub const H_ROOT: usize = 0;
+    pub const H_OBJECT_PARENT: usize = 4;
+    pub const H_OBJECT_OLD: usize = 8;
+    pub const STATUS: usize = 12;
+    pub const BYTES: usize = 16;
+}
+
+/// `rpc_post_event_v17_00`: POST_EVENT's payload, an RM event a client
+/// registered for, then `eventDataSize` bytes of event data.
+pub mod post_event {
+    pub const H_CLIENT: usize = 0;
+    pub const H_EVENT: usize = 4;
+    pub const NOTIFY_INDEX: usize = 8;
+    pub const DATA: usize = 12;
+    pub const INFO16: usize = 16;
+    pub const STATUS: usize = 20;
+    pub const EVENT_DATA_SIZE: usize = 24;
+    pub const EVENT_DATA: usize = 29;
+    pub const BYTES: usize = 32;
+}
+
+/// `rpc_ucode_libos_print_v1E_08`: UCODE_LIBOS_PRINT's payload, text a
+/// microcode printed, `libosPrintBufSize` bytes from `BUFFER`.
+pub mod libos_print {
+    pub const UCODE_ENG_DESC: usize = 0;
+    pub const BUF_SIZE: usize = 4;
+    pub const BUFFER: usize = 8;
+    pub const BYTES: usize = 8;
+}
+
+/// `rpc_gsp_lockdown_notice_v17_00`: whether GSP-RM is entering (1) or
+/// leaving (0) lockdown, when it will not take register access.
+pub mod lockdown_notice {
+    pub const ENGAGING: usize = 0;
+    pub const BYTES: usize = 1;
+}
+
+/// `rpc_init_done_v17_00`: GSP_INIT_DONE's payload (unused).
+pub const INIT_DONE_BYTES: usize = 4;
+
+/// `GspSystemInfo`: GSP_SET_SYSTEM_INFO's payload, what the host tells
+/// GSP-RM of the machine before it creates its GPU object (reference/gsp.md
+/// 3.11; every field the host leaves out stays zero).
+pub mod system_info {
+    pub const GPU_PHYS_ADDR: usize = 0;
+    pub const GPU_PHYS_FB_ADDR: usize = 8;
+    pub const GPU_PHYS_INST_ADDR: usize = 16;
+    pub const NV_DOMAIN_BUS_DEVICE_FUNC: usize = 32;
+    pub const MAX_USER_VA: usize = 72;
+    pub const PCI_CONFIG_MIRROR_BASE: usize = 80;
+    pub const PCI_CONFIG_MIRROR_SIZE: usize = 84;
+    pub const PCI_DEVICE_ID: usize = 88;
+    pub const PCI_SUB_DEVICE_ID: usize = 92;
+    pub const PCI_REVISION_ID: usize = 96;
+    pub const IS_PASSTHRU: usize = 840;
+    pub const BYTES: usize = 928;
+    /// Where the PCI configuration space is mirrored in BAR0 on chips
+    /// booted through the FSP (GH100, GB202), and its size.
+    pub const CONFIG_MIRROR_BASE_FSP: u32 = 0x9_2000;
+    pub const CONFIG_MIRROR_BYTES: u32 = 0x1000;
+    /// The highest user VA a process may have (a 47-bit address space
+    /// less its last page), as the host's CPU MMU allows.
+    pub const USER_VA_LIMIT: u64 = 0x7FFF_FFFF_F000;
+    /// `nvDomainBusDeviceFunc`: bus in 15:8, device in 7:3, function in
+    /// 2:0.
+    pub const BUS_SHIFT: u32 = 8;
+    pub const DEVICE_SHIFT: u32 = 3;
+}
+
+/// `PACKED_REGISTRY_TABLE`: SET_REGISTRY's payload, a header, its
+/// entries, then their NUL-terminated names (each entry names its own by
+/// offset from the table's start).
+pub mod registry {
+    pub const SIZE: usize = 0;
+    pub const NUM_ENTRIES: usize = 4;
+    pub const HEADER_BYTES: usize = 8;
+    /// One `PACKED_REGISTRY_ENTRY`.
+    pub const NAME_OFFSET: usize = 0;
+    pub const TYPE: usize = 4;
+    pub const DATA: usize = 8;
+    pub const LENGTH: usize = 12;
+    pub const ENTRY_BYTES: usize = 16;
+    /// REGISTRY_TABLE_ENTRY_TYPE_DWORD: the value is `data`, 4 bytes.
+    pub const TYPE_DWORD: u8 = 1;
+    pub const DWORD_BYTES: u32 = 4;
+}
+
+/// The libos init-arguments page: an array of `libos_region` entries.
+pub const LIBOS_PAGE_BYTES: usize = 4096;
+
+/// A libos log buffer (LOGINIT, LOGRM, ...): word 0 is the put pointer,
+/// a count of the 8-byte words written since the start (it never wraps);
+/// the words after it are a ring the records go into, each as its
+/// arguments, a pointer to its metadata in GSP-RM's logging ELF, and a
+/// time stamp, put moved past it only once it is whole
+/// (reference/gsp.md 3.8).
+pub mod log_buffer {
+    pub const PUT: usize = 0;
+    pub const RING: usize = 8;
+    pub const WORD_BYTES: usize = 8;
+    /// The words a record carries besides its arguments: its metadata
+    /// pointer and time stamp, in that order, last.
+    pub const TRAILER_WORDS: u64 = 2;
+    /// Print levels a record's metadata carries, as the simulated card's
+    /// GSP-RM writes them (libos's own values are not in the oracle):
+    /// from `LEVEL_ERROR` up a line is an error.
+    pub const LEVEL_INFO: u8 = 1;
+    pub const LEVEL_ERROR: u8 = 2;
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ pub mod offset {
     pub const REVISION_AND_CLASS: u16 = 0x08;
     /// BAR n lives at `BAR0 + 4 * n`.
     pub const BAR0: u16 = 0x10;
+    /// Subsystem vendor id (16 bits), then subsystem id.
+    pub const SUBSYSTEM_VENDOR_ID: u16 = 0x2C;
 }
 
 /// GB202's BAR firewall (NV_EP_PCFG_GPU_VSEC_DEBUG_SEC_2, in the vendor

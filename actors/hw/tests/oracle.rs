@@ -416,3 +416,151 @@ fn the_cpu_sequencer_header_matches_the_oracle() {
         seq::COMMAND_BUFFER
     );
 }
+
+/// Checks a struct's size and the offsets of the named fields.
+fn pin_struct(o: &Value, name: &str, size: usize, fields: &[(&str, usize)]) {
+    let s = &o["structs"][name];
+    assert_eq!(s["size"].as_u64(), Some(size as u64), "{name} size");
+    for (f, at) in fields {
+        assert_eq!(s["offsets"][f].as_u64(), Some(*at as u64), "{name}.{f}");
+    }
+}
+
+#[test]
+fn the_rm_call_payloads_match_the_oracle() {
+    use macuda_hw::gsp_rpc::{rm_alloc as a, rm_control as c, rm_free as f};
+    let o = oracle();
+    pin_struct(
+        &o,
+        "rpc_gsp_rm_alloc_v03_00",
+        a::BYTES,
+        &[
+            ("hClient", a::H_CLIENT),
+            ("hParent", a::H_PARENT),
+            ("hObject", a::H_OBJECT),
+            ("hClass", a::H_CLASS),
+            ("status", a::STATUS),
+            ("paramsSize", a::PARAMS_SIZE),
+            ("flags", a::FLAGS),
+            ("params", a::PARAMS),
+        ],
+    );
+    pin_struct(
+        &o,
+        "rpc_gsp_rm_control_v03_00",
+        c::BYTES,
+        &[
+            ("hClient", c::H_CLIENT),
+            ("hObject", c::H_OBJECT),
+            ("cmd", c::CMD),
+            ("status", c::STATUS),
+            ("paramsSize", c::PARAMS_SIZE),
+            ("flags", c::FLAGS),
+            ("params", c::PARAMS),
+        ],
+    );
+    pin_struct(
+        &o,
+        "NVOS00_PARAMETERS_v03_00",
+        f::BYTES,
+        &[
+            ("hRoot", f::H_ROOT),
+            ("hObjectParent", f::H_OBJECT_PARENT),
+            ("hObjectOld", f::H_OBJECT_OLD),
+            ("status", f::STATUS),
+        ],
+    );
+}
+
+#[test]
+fn the_event_payloads_match_the_oracle() {
+    use macuda_hw::gsp_rpc::{libos_print as lp, lockdown_notice as ln, post_event as pe};
+    let o = oracle();
+    pin_struct(
+        &o,
+        "rpc_post_event_v17_00",
+        pe::BYTES,
+        &[
+            ("hClient", pe::H_CLIENT),
+            ("hEvent", pe::H_EVENT),
+            ("notifyIndex", pe::NOTIFY_INDEX),
+            ("data", pe::DATA),
+            ("info16", pe::INFO16),
+            ("status", pe::STATUS),
+            ("eventDataSize", pe::EVENT_DATA_SIZE),
+            ("eventData", pe::EVENT_DATA),
+        ],
+    );
+    pin_struct(
+        &o,
+        "rpc_ucode_libos_print_v1E_08",
+        lp::BYTES,
+        &[
+            ("ucodeEngDesc", lp::UCODE_ENG_DESC),
+            ("libosPrintBufSize", lp::BUF_SIZE),
+            ("libosPrintBuf", lp::BUFFER),
+        ],
+    );
+    pin_struct(
+        &o,
+        "rpc_gsp_lockdown_notice_v17_00",
+        ln::BYTES,
+        &[("bLockdownEngaging", ln::ENGAGING)],
+    );
+    pin_struct(
+        &o,
+        "rpc_init_done_v17_00",
+        macuda_hw::gsp_rpc::INIT_DONE_BYTES,
+        &[],
+    );
+}
+
+#[test]
+fn system_info_and_the_registry_table_match_the_oracle() {
+    use macuda_hw::gsp_rpc::{registry as r, system_info as si, LIBOS_PAGE_BYTES};
+    let o = oracle();
+    pin_struct(
+        &o,
+        "GspSystemInfo",
+        si::BYTES,
+        &[
+            ("gpuPhysAddr", si::GPU_PHYS_ADDR),
+            ("gpuPhysFbAddr", si::GPU_PHYS_FB_ADDR),
+            ("gpuPhysInstAddr", si::GPU_PHYS_INST_ADDR),
+            ("nvDomainBusDeviceFunc", si::NV_DOMAIN_BUS_DEVICE_FUNC),
+            ("maxUserVa", si::MAX_USER_VA),
+            ("pciConfigMirrorBase", si::PCI_CONFIG_MIRROR_BASE),
+            ("pciConfigMirrorSize", si::PCI_CONFIG_MIRROR_SIZE),
+            ("PCIDeviceID", si::PCI_DEVICE_ID),
+            ("PCISubDeviceID", si::PCI_SUB_DEVICE_ID),
+            ("PCIRevisionID", si::PCI_REVISION_ID),
+            ("bIsPassthru", si::IS_PASSTHRU),
+        ],
+    );
+    pin_struct(
+        &o,
+        "PACKED_REGISTRY_TABLE",
+        r::HEADER_BYTES,
+        &[("size", r::SIZE), ("numEntries", r::NUM_ENTRIES)],
+    );
+    pin_struct(
+        &o,
+        "PACKED_REGISTRY_ENTRY",
+        r::ENTRY_BYTES,
+        &[
+            ("nameOffset", r::NAME_OFFSET),
+            ("type", r::TYPE),
+            ("data", r::DATA),
+            ("length", r::LENGTH),
+        ],
+    );
+    let c = &o["constants"];
+    assert_eq!(
+        c["REGISTRY_TABLE_ENTRY_TYPE_DWORD"].as_u64(),
+        Some(u64::from(r::TYPE_DWORD))
+    );
+    assert_eq!(
+        c["LIBOS_MEMORY_REGION_INIT_ARGUMENTS_MAX"].as_u64(),
+        Some(LIBOS_PAGE_BYTES as u64)
+    );
+}

@@ -164,6 +164,11 @@ impl Card {
         &self.rm
     }
 
+    /// GSP-RM, for a test to have it post an event.
+    pub fn gsp_rm_mut(&mut self) -> &mut GspRm {
+        &mut self.rm
+    }
+
     /// Inject a fault, to strike as [`DeviceFault`] says.
     pub fn inject(&mut self, f: DeviceFault) {
         match f {

@@ -5,33 +5,57 @@
 //! Everything here reaches the card through [`CardBus`], so the same code
 //! runs over the pci actor and, in tests, straight over a transport.
 //!
+//! The boot, in the order it runs:
+//! - `early`, `poll`: the card before staging (chip, resident firmware,
+//!   its own boot, VRAM), and the bounded waits every step uses;
 //! - `staging`: bounded mappings handed out in page-aligned pieces;
 //! - `radix3`: the GSP-RM image and the table the firmware finds it by;
 //! - `wpr_meta`, `boot_params`, `libos`: the structures the FMC and
 //!   GSP-RM read first;
 //! - `cot`, `fsp_channel`: the chain-of-trust request and the FSP's EMEM
 //!   channel;
-//! - `early`, `poll`: the card before staging (chip, resident firmware,
-//!   its own boot, VRAM), and the bounded waits every step uses;
 //! - `boot`: [`stage_for_fsp`] and [`send_cot`], the two steps together.
+//!
+//! The RPC side, bottom up: `shared` stages the shared block and the RM
+//! arguments the libos page names; `queue` moves records through the
+//! two rings with every check; `conversation` makes calls and handles
+//! what GSP-RM sends unprompted; `rm_calls` encodes the RM API carried
+//! over it; `init_messages` builds what is queued before the boot; `logs`
+//! reads GSP-RM's log buffers back.
 
 pub mod boot;
 pub mod boot_params;
 mod bus;
+pub mod conversation;
 pub mod cot;
 pub mod early;
 mod error;
+#[cfg(test)]
+mod fake;
 pub mod fsp_channel;
+pub mod init_messages;
 pub mod libos;
+pub mod logs;
 pub mod poll;
+pub mod queue;
 pub mod radix3;
+pub mod rm_calls;
+mod rpc_error;
+pub mod shared;
 pub mod staging;
 pub mod wpr_meta;
 
 pub use boot::{send_cot, send_cot_with, stage_for_fsp, stage_for_fsp_with, Staged};
 pub use bus::{CardBus, OverActor};
+pub use conversation::{GspRpc, Notice};
 pub use error::BareError;
 pub use fsp_channel::FspChannel;
+pub use init_messages::{packed_registry, InitMessageError, PciAddress, SystemInfo};
 pub use libos::{LibosArgs, LibosRegion};
+pub use logs::{LogError, LogFormat, LogMetadata, LogRecord};
+pub use queue::{encode_record, Message, Patience, RpcQueue};
 pub use radix3::{Radix3, Radix3Shape};
+pub use rm_calls::RmAlloc;
+pub use rpc_error::RpcError;
+pub use shared::{SharedBlock, RMARGS_BYTES};
 pub use staging::{HostStaging, Piece, StagingLimits};

@@ -381,6 +381,14 @@ pub(crate) mod tests {
         fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
             Ok(self.memory[&id.0][offset as usize..][..len as usize].to_vec())
         }
+
+        fn reset_function(&mut self) -> Result<(), macuda_pci::PciError> {
+            Ok(())
+        }
+
+        fn clear_bus_master(&mut self) -> Result<(), macuda_pci::PciError> {
+            Ok(())
+        }
     }
 
     fn limits() -> StagingLimits {
