@@ -142,6 +142,21 @@ registers! {
         target: 29:28,
         mode: 31:31,
     }
+    /// BAR1's binding on Hopper and later (GH100's header; GB202 keeps it):
+    /// `mode` 0 physical, `target` and `ptr` the instance block's aperture
+    /// and address bits 31:12; `bar1_pending` and `bar1_outstanding` read 1
+    /// while a bind is in flight. Writing HIGH is what starts the bind.
+    NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR @ 0x00B8_0F60 {
+        bar1_pending: 0:0,
+        bar1_outstanding: 1:1,
+        mode: 9:9,
+        target: 11:10,
+        ptr: 31:12,
+    }
+    /// The instance block's address bits 63:32 for BAR1's binding.
+    NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_HIGH_ADDR @ 0x00B8_0F64 {
+        ptr: 31:0,
+    }
     /// The FSP's EMEM port control, channel 0 (the RM's): the dword `offs`
     /// within block `blk`, and whether data accesses advance it.
     NV_PFSP_EMEMC_0 @ 0x008F_2AC0 {

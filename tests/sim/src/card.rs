@@ -14,7 +14,7 @@ use crate::faults::{DeviceFault, FaultPlan};
 use crate::fmc::FmcBoot;
 use crate::fsp::{Fsp, FspFailure};
 use crate::gsp_falcon::{GspFalcon, GspStage};
-use crate::gsp_rm::GspRm;
+use crate::gsp_rm::{BootScript, GspRm};
 use crate::host_memory::HostMemory;
 use crate::kernel_models::KernelModels;
 use crate::mmu::Tlb;
@@ -24,7 +24,8 @@ use macuda_hw::regs::{
     FSP_BOOT_COMPLETE, NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO,
     NV_PBUS_BAR1_BLOCK, NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO,
     NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, NV_PMC_BOOT_0, NV_PMC_BOOT_42,
-    NV_VIRTUAL_FUNCTION_DOORBELL, NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE,
+    NV_VIRTUAL_FUNCTION_DOORBELL, NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_HIGH_ADDR,
+    NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR, NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -70,7 +71,7 @@ pub struct Card {
     /// Faults injected (`Card::inject`).
     faults: FaultPlan,
     /// GSP-RM sends a CPU-sequencer script at boot (`send_boot_sequencer`).
-    boot_sequencer: bool,
+    boot_sequencer: Option<BootScript>,
     /// Host-side models of our own test kernels, which compute the effect
     /// of a launch of one of them (`crate::kernel_models`).
     kernel_models: Arc<KernelModels>,
@@ -100,7 +101,7 @@ impl Card {
             channels: HashMap::new(),
             channel_faults: HashMap::new(),
             faults: FaultPlan::default(),
-            boot_sequencer: false,
+            boot_sequencer: None,
             kernel_models: Arc::new(KernelModels::ours()),
             chip,
         }
@@ -182,8 +183,14 @@ impl Card {
     /// GSP-RM sends a CPU-sequencer script before GSP_INIT_DONE and waits
     /// for the host to have run it (survives resets).
     pub fn send_boot_sequencer(&mut self) {
-        self.boot_sequencer = true;
-        self.rm.send_boot_sequencer();
+        self.send_boot_script(BootScript::Completes);
+    }
+
+    /// As [`Card::send_boot_sequencer`], with the script of `kind` (one
+    /// whose poll never completes tests a host's executor timeout).
+    pub fn send_boot_script(&mut self, kind: BootScript) {
+        self.boot_sequencer = Some(kind);
+        self.rm.send_boot_sequencer(kind);
     }
 
     /// What was injected, and what of it struck.
@@ -357,10 +364,16 @@ impl Card {
                 .copied()
                 .unwrap_or(0),
         );
-        if block.mode() != 0 {
-            return Err(
-                "BAR1 through page tables (NV_PBUS_BAR1_BLOCK mode 1) is not modelled yet".into(),
-            );
+        let bind = NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR(
+            self.registers
+                .get(&NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR::ADDR)
+                .copied()
+                .unwrap_or(0),
+        );
+        if block.mode() != 0 || bind.mode() != 0 {
+            return Err("BAR1 through page tables (mode 1 in NV_PBUS_BAR1_BLOCK or \
+                 FUNC_BAR1_BLOCK_LOW_ADDR) is not modelled yet"
+                .into());
         }
         let size = self.bar_size(BAR1);
         if offset.checked_add(len as u64).is_none_or(|end| end > size) {
@@ -414,6 +427,8 @@ fn is_register_held(address: u32) -> bool {
             | NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO
             | NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI
             | NV_PBUS_BAR1_BLOCK::ADDR
+            | NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR::ADDR
+            | NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_HIGH_ADDR::ADDR
     )
 }
 
@@ -461,8 +476,8 @@ impl Device for Card {
         self.fsp = Fsp::new(self.chip.trust.clone());
         self.gsp = GspFalcon::default();
         self.rm = GspRm::new(&self.chip);
-        if self.boot_sequencer {
-            self.rm.send_boot_sequencer();
+        if let Some(kind) = self.boot_sequencer {
+            self.rm.send_boot_sequencer(kind);
         }
         self.tlb = Tlb::default();
         self.channels.clear();

@@ -2,6 +2,7 @@
 //! the card reaches by DMA. One trait, so the boot runs over the pci actor
 //! (`PciHandle`) in the stack and over a bare `Transport` in tests.
 
+use macuda_hw::pci::Width;
 use macuda_pci::{DmaId, DmaRegion, PciError, PciHandle, Transport};
 
 /// BAR0 registers and DMA-visible host memory.
@@ -23,6 +24,11 @@ pub trait CardBus {
     /// # Errors
     /// The transport's (out of range, unknown mapping).
     fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError>;
+    /// A dword of configuration space (the identity GSP-RM is told).
+    ///
+    /// # Errors
+    /// The transport's.
+    fn config_read32(&mut self, offset: u16) -> Result<u32, PciError>;
     /// Bus mastering off, a function-level reset, bus mastering back on.
     ///
     /// # Errors
@@ -69,6 +75,10 @@ macro_rules! card_bus_over_transport {
         Ok(out)
     }
 
+    fn config_read32(&mut self, offset: u16) -> Result<u32, PciError> {
+        self.config_read(offset, Width::U32)
+    }
+
     fn reset_function(&mut self) -> Result<(), PciError> {
         macuda_pci::reset_function(self).map(|_| ())
     }
@@ -105,6 +115,10 @@ impl CardBus for OverActor<'_> {
 
     fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
         self.0.dma_read(id, offset, len)
+    }
+
+    fn config_read32(&mut self, offset: u16) -> Result<u32, PciError> {
+        self.0.config_read(offset, Width::U32)
     }
 
     fn reset_function(&mut self) -> Result<(), PciError> {

@@ -559,6 +559,10 @@ mod tests {
             self.card.dma_read(id, offset, len)
         }
 
+        fn config_read32(&mut self, _: u16) -> Result<u32, macuda_pci::PciError> {
+            Ok(0)
+        }
+
         fn reset_function(&mut self) -> Result<(), macuda_pci::PciError> {
             Ok(())
         }

@@ -9,6 +9,7 @@ use super::poll::{poll_register, PollError};
 use super::CardBus;
 use crate::firmware::FirmwareChip;
 use macuda_hw::chip::{Chip, ChipIdentity};
+use macuda_hw::pci::{BAR_FIREWALL_ENGAGE, GB202_VSEC_DEBUG_SEC_2};
 use macuda_hw::regs::{
     FSP_BOOT_COMPLETE, NV_HUBMMU_PRI_MMU_WPR2_ADDR_HI, NV_HUBMMU_PRI_MMU_WPR2_ADDR_LO,
     NV_PFB_PRI_MMU_WPR2_ADDR_HI, NV_PFB_PRI_MMU_WPR2_ADDR_LO,
@@ -60,6 +61,11 @@ pub enum EarlyError {
         poll: PollError,
         scratch: Vec<u32>,
     },
+    #[error(
+        "GB202's BAR firewall (config {offset:#x}) is still engaged after {waited:?}: \
+         the FSP never released BAR0"
+    )]
+    BarFirewall { offset: u16, waited: Duration },
     #[error("NV_USABLE_FB_SIZE_IN_MB reads {raw:#x}: no usable video memory")]
     NoVram { raw: u32 },
 }
@@ -136,6 +142,41 @@ pub fn boot_status_register(chip: FirmwareChip) -> u32 {
     }
 }
 
+/// On GB20x, wait until the FSP drops the BAR firewall it raises at a
+/// reset (RM polls it for 4 s before touching BAR0; tinygrad does not).
+///
+/// # Errors
+/// [`EarlyError::BarFirewall`], and the transport's.
+pub fn wait_bar_firewall(
+    bus: &mut (impl CardBus + ?Sized),
+    chip: FirmwareChip,
+    patience: Duration,
+) -> Result<(), EarlyError> {
+    if chip != FirmwareChip::Gb202 {
+        return Ok(());
+    }
+    let start = std::time::Instant::now();
+    loop {
+        let v = bus
+            .config_read32(GB202_VSEC_DEBUG_SEC_2)
+            .map_err(|source| EarlyError::Bus {
+                what: "reading GB202's BAR firewall",
+                source,
+            })?;
+        if v & BAR_FIREWALL_ENGAGE == 0 {
+            return Ok(());
+        }
+        let waited = start.elapsed();
+        if waited >= patience {
+            return Err(EarlyError::BarFirewall {
+                offset: GB202_VSEC_DEBUG_SEC_2,
+                waited,
+            });
+        }
+        std::thread::sleep(super::poll::POLL_INTERVAL);
+    }
+}
+
 /// Wait for the FSP to finish the card's own secure boot.
 ///
 /// # Errors
@@ -162,9 +203,10 @@ pub fn wait_card_boot(
     }
 }
 
-/// Make the card ready for a fresh boot: if firmware is resident, reset
-/// the function (bus mastering off around it) and prove WPR2 came down;
-/// then wait for the card's own boot. Returns the region that was up, if
+/// Make the card ready for a fresh boot: BAR0 open (GB20x's firewall
+/// down), and if firmware is resident, reset the function (bus mastering
+/// off around it) and prove WPR2 came down; then wait for the card's own
+/// boot. Returns the region that was up, if
 /// a reset was needed.
 ///
 /// # Errors
@@ -175,6 +217,7 @@ pub fn ensure_fresh(
     chip: FirmwareChip,
     patience: Duration,
 ) -> Result<Option<Range<u64>>, EarlyError> {
+    wait_bar_firewall(bus, chip, patience)?;
     let before = Wpr2Registers::read(bus)?;
     if !before.is_up() {
         wait_card_boot(bus, chip, patience)?;
@@ -185,6 +228,7 @@ pub fn ensure_fresh(
         what: "resetting the function",
         source,
     })?;
+    wait_bar_firewall(bus, chip, patience)?;
     wait_card_boot(bus, chip, patience)?;
     let after = Wpr2Registers::read(bus)?;
     if after.is_up() {
@@ -242,6 +286,10 @@ mod tests {
         fn dma_read(&mut self, _: DmaId, _: u64, _: u64) -> Result<Vec<u8>, PciError> {
             unreachable!("early steps stage nothing")
         }
+        fn config_read32(&mut self, _: u16) -> Result<u32, PciError> {
+            Ok(0)
+        }
+
         fn reset_function(&mut self) -> Result<(), PciError> {
             self.resets += 1;
             if !self.wpr2_sticks {

@@ -90,6 +90,10 @@ impl CardBus for FakeCard {
             })
     }
 
+    fn config_read32(&mut self, _: u16) -> Result<u32, macuda_pci::PciError> {
+        Ok(0)
+    }
+
     fn reset_function(&mut self) -> Result<(), macuda_pci::PciError> {
         Ok(())
     }

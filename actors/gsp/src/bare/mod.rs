@@ -14,7 +14,9 @@
 //!   GSP-RM read first;
 //! - `cot`, `fsp_channel`: the chain-of-trust request and the FSP's EMEM
 //!   channel;
-//! - `boot`: [`stage_for_fsp`] and [`send_cot`], the two steps together.
+//! - `boot`: [`stage_for_fsp`] and [`send_cot`], the two steps together;
+//! - `fsp_boot`: [`boot_through_fsp`], the whole boot as one straight
+//!   function, from a card in any state to GSP-RM answering RPCs.
 //!
 //! The RPC side, bottom up: `shared` stages the shared block and the RM
 //! arguments the libos page names; `queue` moves records through the
@@ -32,6 +34,7 @@ pub mod early;
 mod error;
 #[cfg(test)]
 mod fake;
+pub mod fsp_boot;
 pub mod fsp_channel;
 pub mod init_messages;
 pub mod libos;
@@ -49,6 +52,7 @@ pub use boot::{send_cot, send_cot_with, stage_for_fsp, stage_for_fsp_with, Stage
 pub use bus::{CardBus, OverActor};
 pub use conversation::{GspRpc, Notice};
 pub use error::BareError;
+pub use fsp_boot::{boot_through_fsp, BootError, BootPatience, BootStep, BootedGsp};
 pub use fsp_channel::FspChannel;
 pub use init_messages::{packed_registry, InitMessageError, PciAddress, SystemInfo};
 pub use libos::{LibosArgs, LibosRegion};

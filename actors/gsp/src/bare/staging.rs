@@ -382,6 +382,10 @@ pub(crate) mod tests {
             Ok(self.memory[&id.0][offset as usize..][..len as usize].to_vec())
         }
 
+        fn config_read32(&mut self, _: u16) -> Result<u32, macuda_pci::PciError> {
+            Ok(0)
+        }
+
         fn reset_function(&mut self) -> Result<(), macuda_pci::PciError> {
             Ok(())
         }

@@ -22,12 +22,28 @@ const DELAY_US: u32 = 10;
 /// The buffer's capacity, in dwords.
 const BUFFER_DWORDS: u32 = 64;
 
+/// Which script GSP-RM sends before GSP_INIT_DONE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootScript {
+    /// One a correct host runs to its end.
+    Completes,
+    /// One whose poll waits for a value BOOT_42 never reads: the host's
+    /// executor must give up at the poll's timeout and say so, and
+    /// GSP-RM never posts GSP_INIT_DONE.
+    PollNeverCompletes,
+}
+
 /// The script's message and the register value that says it ran:
 /// write and modify a scratch register, poll BOOT_42 for the chip's
-/// identity, delay, and store BOOT_42 in save slot 0.
-pub fn script(boot_42: u32) -> (Vec<u8>, (u32, u32)) {
+/// identity (or, for [`BootScript::PollNeverCompletes`], for its
+/// complement), delay, and store BOOT_42 in save slot 0.
+pub fn script(boot_42: u32, kind: BootScript) -> (Vec<u8>, (u32, u32)) {
+    let polled_for = match kind {
+        BootScript::Completes => boot_42,
+        BootScript::PollNeverCompletes => !boot_42,
+    };
     let scratch = NV_PGC6_BSI_SECURE_SCRATCH_14::ADDR;
-    let words = [
+    let write = [
         opcode::REG_WRITE,
         scratch,
         FIRST,
@@ -35,18 +51,28 @@ pub fn script(boot_42: u32) -> (Vec<u8>, (u32, u32)) {
         scratch,
         MODIFY_MASK,
         MODIFY_VALUE,
+    ];
+    let poll = [
         opcode::REG_POLL,
         NV_PMC_BOOT_42::ADDR,
         u32::MAX,
-        boot_42,
+        polled_for,
         POLL_US,
         POLL_ERROR,
+    ];
+    let rest = [
         opcode::DELAY_US,
         DELAY_US,
         opcode::REG_STORE,
         NV_PMC_BOOT_42::ADDR,
         0,
     ];
+    // A script that cannot complete polls first, so the register that
+    // says it ran is never written by a host that stops at the poll.
+    let words: Vec<u32> = match kind {
+        BootScript::Completes => [&write[..], &poll, &rest].concat(),
+        BootScript::PollNeverCompletes => [&poll[..], &write, &rest].concat(),
+    };
     let mut m = vec![0u8; seq::HEADER_BYTES];
     put_u32(&mut m, seq::BUFFER_SIZE_DWORD, BUFFER_DWORDS);
     // CAST: a handful of dwords.

@@ -7,6 +7,7 @@
 //! own mapped memory sees it progress.
 
 mod boot_sequencer;
+pub use boot_sequencer::BootScript;
 mod calls;
 mod continuation;
 pub mod logs;
@@ -79,8 +80,8 @@ struct Rm {
     /// The registry the host set: name and value of each DWORD entry.
     registry: Vec<(String, u32)>,
     init_done: bool,
-    /// Send a CPU-sequencer script before GSP_INIT_DONE (off unless asked).
-    boot_sequencer: bool,
+    /// Send a CPU-sequencer script before GSP_INIT_DONE (none unless asked).
+    boot_sequencer: Option<BootScript>,
     /// The script went out: the register and value that say it ran.
     awaiting: Option<(u32, u32)>,
     /// The host ran it.
@@ -105,7 +106,7 @@ impl GspRm {
                 system_info: false,
                 registry: Vec::new(),
                 init_done: false,
-                boot_sequencer: false,
+                boot_sequencer: None,
                 awaiting: None,
                 sequencer_ran: false,
                 commands: Vec::new(),
@@ -135,8 +136,8 @@ impl GspRm {
 
     /// Send a CPU-sequencer script before GSP_INIT_DONE and wait for the
     /// host to have run it (`boot_sequencer`).
-    pub fn send_boot_sequencer(&mut self) {
-        self.rm.boot_sequencer = true;
+    pub fn send_boot_sequencer(&mut self, kind: BootScript) {
+        self.rm.boot_sequencer = Some(kind);
     }
 
     /// The register and value that say the host ran the script, while
@@ -320,9 +321,9 @@ impl Rm {
         if self.init_done || !self.system_info || self.registry.is_empty() {
             return;
         }
-        if self.boot_sequencer && !self.sequencer_ran {
+        if let (Some(kind), false) = (self.boot_sequencer, self.sequencer_ran) {
             if self.awaiting.is_none() {
-                let (message, done_when) = boot_sequencer::script(self.facts.boot_42);
+                let (message, done_when) = boot_sequencer::script(self.facts.boot_42, kind);
                 self.awaiting = Some(done_when);
                 self.outbox
                     .push_back((event::GSP_RUN_CPU_SEQUENCER, result::SUCCESS, message));

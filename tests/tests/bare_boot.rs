@@ -1,0 +1,264 @@
+//! The gsp actor's whole boot through the FSP (`bare::boot_through_fsp`)
+//! on the simulated GB202, over both forms of the TinyGPU socket: from a
+//! fresh card, or one whose firmware is resident, to GSP_INIT_DONE with
+//! every step timed, WPR2 read back and BAR1 physical; then the faults a
+//! real card shows, each ending in a typed error naming its step with bus
+//! mastering off. NVIDIA's real 570.144 images take the same path in an
+//! ignored test.
+
+use macuda_gsp::bare::{
+    boot_through_fsp, BareError, BootError, BootPatience, BootStep, BootedGsp, RmAlloc, RpcError,
+};
+use macuda_gsp::firmware::{FirmwareChip, FirmwareSet, Progress, SearchPath};
+use macuda_hw::class;
+use macuda_hw::regs::{NV_PBUS_BAR1_BLOCK, NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR};
+use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
+use macuda_pci::{enable_bus_master, Transport};
+use macuda_sim::faults::DeviceFault;
+use macuda_sim::gsp_rm::BootScript;
+use macuda_sim::{Card, Listen, Server, SimChip};
+use macuda_tests::sim_host::{card_trusting_the_test_key, test_firmware};
+use std::time::Duration;
+
+/// Short waits: the sim answers in milliseconds, and a test that fails
+/// should fail fast.
+fn patience() -> BootPatience {
+    BootPatience {
+        card_boot: Duration::from_secs(2),
+        gsp_start: Duration::from_secs(2),
+        queue_link: Duration::from_secs(2),
+        init_done: Duration::from_secs(2),
+        bar1_bind: Duration::from_millis(200),
+    }
+}
+
+enum Socket {
+    Unix,
+    Tcp,
+}
+
+/// A card served on `socket`, connected, memory decoding and bus mastering
+/// on (as the pci actor leaves a card it opened).
+fn world(card: Card, socket: Socket) -> (Server<Card>, tempfile::TempDir, TinyGpuTransport) {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = match socket {
+        Socket::Unix => Listen::Unix(dir.path().join("s.sock")),
+        Socket::Tcp => Listen::Tcp(0),
+    };
+    let server = Server::start(&listen, card).unwrap();
+    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+        .connect()
+        .unwrap();
+    enable_bus_master(&mut t).unwrap();
+    (server, dir, t)
+}
+
+const ALL_STEPS: [BootStep; 14] = [
+    BootStep::Identify,
+    BootStep::ResidentFirmware,
+    BootStep::Vram,
+    BootStep::Stage,
+    BootStep::QueueBlock,
+    BootStep::InitMessages,
+    BootStep::ChainOfTrust,
+    BootStep::TargetMask,
+    BootStep::Lockdown,
+    BootStep::RiscvStart,
+    BootStep::QueueLink,
+    BootStep::InitDone,
+    BootStep::Wpr2,
+    BootStep::Bar1Physical,
+];
+
+/// What every good boot must show, and an RM client allocated through
+/// the conversation it leaves.
+fn check_booted(server: &Server<Card>, t: &mut TinyGpuTransport, booted: &mut BootedGsp) {
+    let steps: Vec<BootStep> = booted.timings.iter().map(|(s, _)| *s).collect();
+    assert_eq!(steps, ALL_STEPS);
+    assert_eq!(booted.chip, FirmwareChip::Gb202);
+    let card = server.device();
+    assert_eq!(booted.vram_bytes, card.chip().vram_bytes());
+    let layout = card.gsp().1.expect("the FMC booted").layout;
+    assert_eq!(
+        booted.wpr2,
+        layout.gsp_fw_wpr_start..layout.gsp_fw_wpr_end,
+        "WPR2 as the FMC placed it"
+    );
+    assert!(card.gsp_rm().init_done());
+    assert!(card.bus_master());
+    drop(card);
+    assert!(booted.rpc.init_done());
+    // BAR1 is physical in both of its registers.
+    for reg in [
+        NV_PBUS_BAR1_BLOCK::ADDR,
+        NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR::ADDR,
+    ] {
+        assert_eq!(t.mmio_read32(u64::from(reg)).unwrap(), 0);
+    }
+    const CLIENT: u32 = 0xC1E0_0001;
+    // NV0000_ALLOC_PARAMETERS, zero.
+    let root_params = [0u8; 120];
+    booted
+        .rpc
+        .rm_alloc(
+            t,
+            &RmAlloc {
+                client: CLIENT,
+                parent: 0,
+                object: CLIENT,
+                class: class::NV01_ROOT,
+                params: &root_params,
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_fresh_gb202_boots_to_init_done_over_the_unix_socket() {
+    let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Unix);
+    let mut booted = boot_through_fsp(&mut t, &test_firmware(), &patience()).unwrap();
+    assert_eq!(booted.was_resident, None);
+    check_booted(&server, &mut t, &mut booted);
+    assert_eq!(server.device().resets(), 0);
+}
+
+#[test]
+fn a_fresh_gb202_boots_to_init_done_over_tcp() {
+    let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Tcp);
+    let mut booted = boot_through_fsp(&mut t, &test_firmware(), &patience()).unwrap();
+    check_booted(&server, &mut t, &mut booted);
+}
+
+#[test]
+fn a_second_boot_resets_the_resident_firmware_first() {
+    let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Unix);
+    let first = boot_through_fsp(&mut t, &test_firmware(), &patience()).unwrap();
+    let mut second = boot_through_fsp(&mut t, &test_firmware(), &patience()).unwrap();
+    assert_eq!(second.was_resident, Some(first.wpr2.clone()));
+    assert_eq!(server.device().resets(), 1);
+    check_booted(&server, &mut t, &mut second);
+}
+
+#[test]
+fn the_boot_runs_the_sequencer_script_gsp_rm_sends_before_init_done() {
+    let mut card = Card::new(card_trusting_the_test_key());
+    card.send_boot_sequencer();
+    let (server, _dir, mut t) = world(card, Socket::Unix);
+    let mut booted = boot_through_fsp(&mut t, &test_firmware(), &patience()).unwrap();
+    assert_eq!(booted.rpc.sequencer_runs().len(), 1);
+    check_booted(&server, &mut t, &mut booted);
+}
+
+/// A failed boot names its step and leaves bus mastering off.
+fn assert_failed_at(server: &Server<Card>, e: &BootError, step: BootStep) {
+    assert_eq!(e.step(), step, "{e}");
+    assert!(!server.device().bus_master(), "bus mastering left on: {e}");
+}
+
+#[test]
+fn an_fmc_signed_by_a_key_the_card_does_not_trust_is_refused_by_the_fsp() {
+    // The stock profile trusts NVIDIA's key, not the test key.
+    let chip = SimChip {
+        boot_time: Duration::from_millis(1),
+        ..SimChip::gb202()
+    };
+    let (server, _dir, mut t) = world(Card::new(chip), Socket::Unix);
+    let e = boot_through_fsp(&mut t, &test_firmware(), &patience())
+        .err()
+        .expect("the FSP refuses");
+    assert!(
+        matches!(
+            e,
+            BootError::Staging {
+                source: BareError::FspRefused { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_failed_at(&server, &e, BootStep::ChainOfTrust);
+}
+
+#[test]
+fn a_corrupted_message_from_gsp_rm_is_caught_by_its_checksum() {
+    let mut card = Card::new(card_trusting_the_test_key());
+    card.inject(DeviceFault::CorruptReply { nth: 1 });
+    let (server, _dir, mut t) = world(card, Socket::Unix);
+    let e = boot_through_fsp(&mut t, &test_firmware(), &patience())
+        .err()
+        .expect("a corrupt status message");
+    assert!(
+        matches!(
+            e,
+            BootError::Rpc {
+                source: RpcError::Checksum { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_failed_at(&server, &e, BootStep::InitDone);
+}
+
+#[test]
+fn a_sequencer_poll_that_never_completes_ends_the_boot_at_its_timeout() {
+    let mut card = Card::new(card_trusting_the_test_key());
+    card.send_boot_script(BootScript::PollNeverCompletes);
+    let (server, _dir, mut t) = world(card, Socket::Unix);
+    let e = boot_through_fsp(&mut t, &test_firmware(), &patience())
+        .err()
+        .expect("the script's poll times out");
+    assert!(
+        matches!(
+            e,
+            BootError::Rpc {
+                source: RpcError::Sequencer(_),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_failed_at(&server, &e, BootStep::InitDone);
+    assert!(!server.device().gsp_rm().init_done());
+}
+
+#[test]
+fn a_card_off_the_bus_stops_the_boot_at_identification() {
+    let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Unix);
+    server.device().inject(DeviceFault::OffTheBus);
+    let e = boot_through_fsp(&mut t, &test_firmware(), &patience())
+        .err()
+        .expect("off the bus");
+    assert_eq!(e.step(), BootStep::Identify, "{e}");
+}
+
+#[test]
+fn firmware_for_another_chip_is_refused_before_anything_is_staged() {
+    let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Unix);
+    let mut fw: FirmwareSet = test_firmware();
+    fw.chip = FirmwareChip::Gh100;
+    let e = boot_through_fsp(&mut t, &fw, &patience())
+        .err()
+        .expect("wrong images");
+    assert!(matches!(e, BootError::WrongFirmware { .. }), "{e}");
+    assert_failed_at(&server, &e, BootStep::Identify);
+    assert!(server.device().fsp_outcomes().is_empty());
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn nvidias_570_144_images_boot_the_simulated_gb202_to_init_done() {
+    let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let search = SearchPath::choose(Some(dir.into()), None);
+    let fw = FirmwareSet::load(FirmwareChip::Gb202, &search, Progress::Hidden).unwrap();
+    // The GB202 profile trusts NVIDIA's key, as a real GB202 does.
+    let chip = SimChip {
+        boot_time: Duration::from_millis(1),
+        ..SimChip::gb202()
+    };
+    for socket in [Socket::Unix, Socket::Tcp] {
+        let (server, _dir, mut t) = world(Card::new(chip.clone()), socket);
+        let mut booted = boot_through_fsp(&mut t, &fw, &BootPatience::default()).unwrap();
+        check_booted(&server, &mut t, &mut booted);
+    }
+}
