@@ -1,5 +1,5 @@
-//! The `macuda` command line: `demo`, `info`, `report`, `inspect`, `bench`,
-//! `sim serve` and `firmware`.
+//! The `macuda` command line: `demo`, `info`, `boot`, `report`, `inspect`,
+//! `bench`, `sim serve` and `firmware`.
 
 use crate::host::{FaultBoard, Host, HostConfig, HostError, ACTORS};
 use crate::report::CrashReport;
@@ -54,6 +54,17 @@ enum Command {
     },
     /// Identify the card without booting it; leaves bus mastering off.
     Info,
+    /// Boot the card's GSP-RM ourselves, through its FSP, to GSP_INIT_DONE
+    /// (tinygpu, remote, sysfs, sim, or a replayed trace of such a boot);
+    /// prints each step and its time; leaves bus mastering off and the
+    /// firmware resident.
+    Boot {
+        /// A directory laid out as linux-firmware's nvidia/<chip>/gsp/
+        /// (default: MACUDA_FIRMWARE, else /lib/firmware and
+        /// /usr/lib/firmware).
+        #[arg(long = "firmware", value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Show what a fat binary, a cubin, or a host object embedding fat
     /// binaries holds: kernels, parameter layouts, registers, shared memory,
     /// constant banks, relocations.
@@ -269,6 +280,14 @@ pub fn run(
                     let _ = writeln!(err, "macuda: {e}");
                     status::USAGE
                 }
+            }
+        }
+        Command::Boot { dir } => {
+            use crate::boot_cmd::{boot, BootOutcome};
+            match boot(&cli.device, cli.record, dir, out, err) {
+                BootOutcome::Booted => status::OK,
+                BootOutcome::Unusable | BootOutcome::NoFirmware => status::USAGE,
+                BootOutcome::Failed => status::FAILED,
             }
         }
         Command::Firmware { dir, chip } => {

@@ -81,7 +81,7 @@ fn describe(search: &SearchPath) -> String {
     format!("{} ({why})", dirs.join(", "))
 }
 
-fn how_to_fetch() -> String {
+pub(crate) fn how_to_fetch() -> String {
     format!(
         "The images are NVIDIA's 570.144 GSP firmware, laid out as linux-firmware's nvidia/<chip>/gsp/. \
          On a machine with apt, `tests/sim/firmware.sh DIR` fetches them from Debian's \

@@ -9,6 +9,7 @@
 //! It may call every actor crate; only `abi` calls it.
 
 pub mod bench;
+mod boot_cmd;
 pub mod cli;
 mod firmware_cmd;
 pub mod gpu_bench;

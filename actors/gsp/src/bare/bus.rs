@@ -91,7 +91,7 @@ macro_rules! card_bus_over_transport {
 }
 
 card_bus_over_transport!(impl<T: Transport> CardBus for T);
-card_bus_over_transport!(impl CardBus for dyn Transport);
+card_bus_over_transport!(impl CardBus for dyn Transport + '_);
 
 /// The pci actor's handle: each call is one request to the actor.
 pub struct OverActor<'a>(pub &'a PciHandle);
@@ -127,5 +127,44 @@ impl CardBus for OverActor<'_> {
 
     fn clear_bus_master(&mut self) -> Result<(), PciError> {
         self.0.clear_bus_master()
+    }
+}
+
+/// A borrowed transport as a sized [`CardBus`], for callers that hold the
+/// transport as `&mut dyn Transport` (a trait object does not coerce to
+/// another trait object).
+pub struct OverTransport<'a>(pub &'a mut dyn Transport);
+
+impl CardBus for OverTransport<'_> {
+    fn read32(&mut self, reg: u32) -> Result<u32, PciError> {
+        CardBus::read32(self.0, reg)
+    }
+
+    fn write32(&mut self, reg: u32, value: u32) -> Result<(), PciError> {
+        CardBus::write32(self.0, reg, value)
+    }
+
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError> {
+        CardBus::alloc_dma(self.0, bytes)
+    }
+
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        CardBus::dma_write(self.0, id, offset, data)
+    }
+
+    fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
+        CardBus::dma_read(self.0, id, offset, len)
+    }
+
+    fn config_read32(&mut self, offset: u16) -> Result<u32, PciError> {
+        CardBus::config_read32(self.0, offset)
+    }
+
+    fn reset_function(&mut self) -> Result<(), PciError> {
+        CardBus::reset_function(self.0)
+    }
+
+    fn clear_bus_master(&mut self) -> Result<(), PciError> {
+        CardBus::clear_bus_master(self.0)
     }
 }

@@ -49,7 +49,7 @@ pub mod staging;
 pub mod wpr_meta;
 
 pub use boot::{send_cot, send_cot_with, stage_for_fsp, stage_for_fsp_with, Staged};
-pub use bus::{CardBus, OverActor};
+pub use bus::{CardBus, OverActor, OverTransport};
 pub use conversation::{GspRpc, Notice};
 pub use error::BareError;
 pub use fsp_boot::{boot_through_fsp, BootError, BootPatience, BootStep, BootedGsp};

@@ -1,0 +1,65 @@
+//! `macuda boot` as a user runs it: devices with no firmware of ours are
+//! refused; a simulated GB202 without the images names what is missing and
+//! leaves bus mastering off; with NVIDIA's images (`MACUDA_FIRMWARE`) the
+//! simulated card boots to GSP_INIT_DONE, every step printed.
+
+use std::process::Command;
+
+fn macuda() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_macuda"));
+    c.env("MACUDA_LOG", "off")
+        .env_remove("MACUDA_DEVICE")
+        .env_remove("MACUDA_FIRMWARE");
+    c
+}
+
+fn run(c: &mut Command) -> (i32, String, String) {
+    let out = c.output().expect("macuda runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_null_device_and_the_kernel_module_have_nothing_for_us_to_boot() {
+    for device in ["null", "kernel"] {
+        let (code, out, err) = run(macuda().args(["--device", device, "boot"]));
+        assert_eq!(code, 2, "{device}: stdout:\n{out}\nstderr:\n{err}");
+        assert!(err.contains("boots no firmware of ours"), "{err}");
+    }
+}
+
+#[test]
+fn a_simulated_card_without_the_images_names_the_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(macuda()
+        .args(["--device", "sim", "boot", "--firmware"])
+        .arg(dir.path()));
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("nvidia/gb202/gsp/fmc-570.144.bin"), "{err}");
+    assert!(err.contains("tests/sim/firmware.sh"), "{err}");
+    assert!(out.contains("exit:      bus mastering off"), "{out}");
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_simulated_gb202_boots_to_init_done_with_nvidias_images() {
+    let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let (code, out, err) = run(macuda()
+        .args(["--device", "sim", "boot", "--firmware"])
+        .arg(dir));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    for line in [
+        "firmware:  570.144",
+        "ChainOfTrust",
+        "InitDone",
+        "Bar1Physical",
+        "booted:    GSP_INIT_DONE",
+        "rm:        GSP-RM allocated and freed client",
+        "GSP-RM stays resident",
+    ] {
+        assert!(out.contains(line), "`{line}` missing from:\n{out}");
+    }
+}
