@@ -157,6 +157,24 @@ fn print_booted(b: &BootedGsp, out: &mut dyn Write) {
         b.wpr2.end,
         (b.vram_bytes - b.wpr2.start) >> 20
     );
+    let info = &b.static_info;
+    let _ = writeln!(
+        out,
+        "gsp-rm:    \"{}\" ({}), FB {} MiB, L2 {} MiB",
+        info.name,
+        info.short_name,
+        info.fb_length >> 20,
+        info.l2_bytes >> 20
+    );
+    for region in &info.fb_regions {
+        let _ = writeln!(
+            out,
+            "fb region: {:#x}..{:#x} left to the driver ({} MiB)",
+            region.start,
+            region.end,
+            (region.end - region.start) >> 20
+        );
+    }
     let runs = b.rpc.sequencer_runs().len();
     if runs > 0 {
         let _ = writeln!(out, "sequencer: {runs} script(s) run for GSP-RM");

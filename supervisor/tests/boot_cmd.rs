@@ -57,6 +57,8 @@ fn a_simulated_gb202_boots_to_init_done_with_nvidias_images() {
         "InitDone",
         "Bar1Physical",
         "booted:    GSP_INIT_DONE",
+        "gsp-rm:    \"NVIDIA GeForce RTX 5090\"",
+        "fb region: 0x0..",
         "rm:        GSP-RM allocated and freed client",
         "GSP-RM stays resident",
     ] {

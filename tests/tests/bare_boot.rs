@@ -53,7 +53,7 @@ fn world(card: Card, socket: Socket) -> (Server<Card>, tempfile::TempDir, TinyGp
     (server, dir, t)
 }
 
-const ALL_STEPS: [BootStep; 14] = [
+const ALL_STEPS: [BootStep; 15] = [
     BootStep::Identify,
     BootStep::ResidentFirmware,
     BootStep::Vram,
@@ -66,6 +66,7 @@ const ALL_STEPS: [BootStep; 14] = [
     BootStep::RiscvStart,
     BootStep::QueueLink,
     BootStep::InitDone,
+    BootStep::StaticInfo,
     BootStep::Wpr2,
     BootStep::Bar1Physical,
 ];
@@ -85,6 +86,11 @@ fn check_booted(server: &Server<Card>, t: &mut TinyGpuTransport, booted: &mut Bo
         "WPR2 as the FMC placed it"
     );
     assert!(card.gsp_rm().init_done());
+    // GSP-RM's word on the card, and the FB it leaves below the firmware.
+    let info = &booted.static_info;
+    assert_eq!(info.name, card.chip().marketing_name);
+    assert_eq!(info.fb_length, card.chip().vram_bytes());
+    assert_eq!(info.fb_regions, vec![0..layout.non_wpr_heap_offset]);
     assert!(card.bus_master());
     drop(card);
     assert!(booted.rpc.init_done());

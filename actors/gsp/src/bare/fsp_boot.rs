@@ -1,7 +1,7 @@
 //! The boot of a card through its FSP (GB20x, and GH100 where its numbers
 //! differ: they come from [`FirmwareChip`]), as one straight function from
 //! a card in any state to GSP-RM answering RPCs (reference/gsp.md section
-//! 0, steps 1 to 18). Each step checks its postcondition before the next
+//! 0, steps 1 to 18, and RM's GET_GSP_STATIC_INFO). Each step checks its postcondition before the next
 //! starts and every wait is bounded; a failure names its step, and every
 //! failure after bus mastering went on turns it off again, so a card
 //! left half-booted cannot write host memory the process is about to free.
@@ -11,8 +11,8 @@
 use super::early::{self, EarlyError, CARD_BOOT_PATIENCE};
 use super::poll::{poll_register, PollError};
 use super::{
-    send_cot, stage_for_fsp, BareError, CardBus, GspRpc, LibosRegion, RpcError, RpcQueue,
-    SharedBlock, Staged, SystemInfo, RMARGS_BYTES,
+    send_cot, stage_for_fsp, BareError, CardBus, GspRpc, GspStaticInfo, LibosRegion, RpcError,
+    RpcQueue, SharedBlock, Staged, StaticInfoError, SystemInfo, RMARGS_BYTES,
 };
 use crate::bare::init_messages::{packed_registry, InitMessageError, DRIVER_REGISTRY};
 use crate::firmware::{FirmwareChip, FirmwareSet};
@@ -72,6 +72,7 @@ pub enum BootStep {
     RiscvStart,
     QueueLink,
     InitDone,
+    StaticInfo,
     Wpr2,
     Bar1Physical,
 }
@@ -128,6 +129,17 @@ pub enum BootError {
     FmcFailed { mailbox0: u32, mailbox1: u32 },
     #[error("the GSP's RISC-V core is not running after its release (CPUCTL {cpuctl:#010x})")]
     RiscvInactive { cpuctl: u32 },
+    #[error("boot step {step:?}: {source}")]
+    StaticInfo {
+        step: BootStep,
+        #[source]
+        source: StaticInfoError,
+    },
+    #[error("GSP-RM leaves the driver FB region {region:#x?}, which reaches into WPR2 {wpr2:#x?}")]
+    RegionInWpr2 {
+        region: Range<u64>,
+        wpr2: Range<u64>,
+    },
     #[error("GSP_INIT_DONE came but WPR2 is down: the firmware did not place itself")]
     Wpr2Down,
     #[error("WPR2 {region:#x?} lies outside the card's {vram_bytes:#x} bytes of VRAM")]
@@ -143,11 +155,14 @@ impl BootError {
             | BootError::Rpc { step, .. }
             | BootError::Poll { step, .. }
             | BootError::InitMessage { step, .. }
+            | BootError::StaticInfo { step, .. }
             | BootError::Bus { step, .. } => *step,
             BootError::WrongFirmware { .. } => BootStep::Identify,
             BootError::FmcFailed { .. } => BootStep::Lockdown,
             BootError::RiscvInactive { .. } => BootStep::RiscvStart,
-            BootError::Wpr2Down | BootError::Wpr2Outside { .. } => BootStep::Wpr2,
+            BootError::Wpr2Down
+            | BootError::Wpr2Outside { .. }
+            | BootError::RegionInWpr2 { .. } => BootStep::Wpr2,
         }
     }
 }
@@ -160,6 +175,8 @@ pub struct BootedGsp {
     pub vram_bytes: u64,
     /// The region the firmware holds, read back after GSP_INIT_DONE.
     pub wpr2: Range<u64>,
+    /// What GSP-RM reported of the card (GET_GSP_STATIC_INFO).
+    pub static_info: GspStaticInfo,
     /// The region an earlier boot left, when a reset came first.
     pub was_resident: Option<Range<u64>>,
     pub staged: Staged,
@@ -348,6 +365,14 @@ fn boot_steps(
         .map_err(rpc_err(InitDone))?;
     steps.done(InitDone);
 
+    // What GSP-RM says of the card, asked as RM asks it.
+    let static_info =
+        GspStaticInfo::ask(&mut rpc, bus).map_err(|source| BootError::StaticInfo {
+            step: StaticInfo,
+            source,
+        })?;
+    steps.done(StaticInfo);
+
     // Where the firmware placed itself, read back, never assumed.
     let wpr2 = early::Wpr2Registers::read(bus)
         .map_err(early_err(Wpr2))?
@@ -357,6 +382,17 @@ fn boot_steps(
         return Err(BootError::Wpr2Outside {
             region: wpr2,
             vram_bytes,
+        });
+    }
+    // What is left to the driver stays out of the firmware's region.
+    if let Some(region) = static_info
+        .fb_regions
+        .iter()
+        .find(|r| r.start < wpr2.end && wpr2.start < r.end)
+    {
+        return Err(BootError::RegionInWpr2 {
+            region: region.clone(),
+            wpr2,
         });
     }
     steps.done(Wpr2);
@@ -376,6 +412,7 @@ fn boot_steps(
         chip,
         vram_bytes,
         wpr2,
+        static_info,
         was_resident,
         staged,
         rpc,

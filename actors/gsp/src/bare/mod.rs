@@ -23,7 +23,8 @@
 //! two rings with every check; `conversation` makes calls and handles
 //! what GSP-RM sends unprompted; `rm_calls` encodes the RM API carried
 //! over it; `init_messages` builds what is queued before the boot; `logs`
-//! reads GSP-RM's log buffers back.
+//! reads GSP-RM's log buffers back; `static_info` asks GSP-RM what it
+//! knows of the card once it runs.
 
 pub mod boot;
 pub mod boot_params;
@@ -46,6 +47,7 @@ pub mod rm_calls;
 mod rpc_error;
 pub mod shared;
 pub mod staging;
+pub mod static_info;
 pub mod wpr_meta;
 
 pub use boot::{send_cot, send_cot_with, stage_for_fsp, stage_for_fsp_with, Staged};
@@ -63,3 +65,4 @@ pub use rm_calls::RmAlloc;
 pub use rpc_error::RpcError;
 pub use shared::{SharedBlock, RMARGS_BYTES};
 pub use staging::{HostStaging, Piece, StagingLimits};
+pub use static_info::{GspStaticInfo, StaticInfoError};
