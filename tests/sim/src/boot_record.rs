@@ -259,17 +259,15 @@ fn read_fmc_image(dma: &dyn Dma, address: u64) -> Result<Blob, RecordError> {
     let mut header = [0u8; FMC_IMAGE_HEADER_BYTES];
     dma.read(address, &mut header)
         .map_err(|e| dma_error(what, address, e))?;
-    read_blob(dma, address, fsp::fmc_image_len(&header), what).and_then(|b| {
-        if b.bytes > MAX_FMC_BYTES {
-            Err(RecordError::TooLarge {
-                what: what.into(),
-                bytes: b.bytes,
-                limit: MAX_FMC_BYTES,
-            })
-        } else {
-            Ok(b)
-        }
-    })
+    let bytes = fsp::fmc_image_len(&header);
+    if bytes > MAX_FMC_BYTES {
+        return Err(RecordError::TooLarge {
+            what: what.into(),
+            bytes,
+            limit: MAX_FMC_BYTES,
+        });
+    }
+    read_blob(dma, address, bytes, what)
 }
 
 fn read_boot_params(dma: &dyn Dma, address: u64) -> Result<FmcBootParams, RecordError> {
