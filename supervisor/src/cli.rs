@@ -131,6 +131,11 @@ enum SimWhat {
         /// waits for the host to have run it.
         #[arg(long)]
         boot_sequencer: bool,
+        /// Write what each boot was handed (the COT request, the boot
+        /// parameters, the WPR meta, the radix3 image, the libos page), as
+        /// the card saw it, to FILE as JSON once the FSP has taken it.
+        #[arg(long, value_name = "FILE")]
+        boot_record: Option<std::path::PathBuf>,
     },
 }
 
@@ -264,6 +269,7 @@ pub fn run(
                     segment_kib,
                     faults,
                     boot_sequencer,
+                    boot_record,
                 },
         } => {
             let s = crate::sim_serve::SimServe {
@@ -273,6 +279,7 @@ pub fn run(
                 segment_bytes: segment_kib << 10,
                 faults,
                 boot_sequencer,
+                boot_record,
             };
             match crate::sim_serve::serve(s, out) {
                 Ok(()) => status::OK,

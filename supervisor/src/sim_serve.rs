@@ -5,6 +5,7 @@
 
 use macuda_sim::{Card, Listen, Server, SimChip};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ pub struct SimServe {
     pub faults: Vec<macuda_sim::faults::DeviceFault>,
     /// GSP-RM sends a CPU-sequencer script at boot.
     pub boot_sequencer: bool,
+    /// Write what each boot was handed here as JSON, replacing the last.
+    pub boot_record: Option<PathBuf>,
 }
 
 /// Serve until Ctrl-C. An error says why nothing could be served (an
@@ -50,9 +53,40 @@ pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
     }
     let _ = writeln!(out, "sim: serving until Ctrl-C");
     let _ = out.flush();
-    server.run_until(&STOP);
+    let mut written = 0;
+    server.run_until_watching(&STOP, |card| {
+        if let Some(path) = &s.boot_record {
+            if card.boot_records() != written {
+                written = card.boot_records();
+                let line = match write_record(path, card.boot_record()) {
+                    Ok(()) => format!("sim: boot record {written} written to {}", path.display()),
+                    Err(e) => format!("sim: {e}"),
+                };
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        }
+    });
     let _ = writeln!(out, "sim: stopped");
     Ok(())
+}
+
+/// The boot record as JSON, whole or not at all: written beside `path` and
+/// renamed over it, so that a reader never sees half of one.
+fn write_record(path: &Path, record: Option<&macuda_sim::BootRecord>) -> Result<(), String> {
+    let json = serde_json::to_vec_pretty(&record)
+        .map_err(|e| format!("the boot record could not be serialised: {e}"))?;
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, json)
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(|e| {
+            format!(
+                "the boot record could not be written to {}: {e}",
+                path.display()
+            )
+        })
 }
 
 /// The kernels the served card models, each once.
@@ -101,4 +135,21 @@ fn describe(chip: &SimChip, device_word: &str) -> String {
         bar1 >> 20,
         chip.boot_time.as_millis(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_written_whole_and_a_bad_path_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("record.json");
+        write_record(&path, None).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "null");
+        assert!(!dir.path().join("record.json.partial").exists());
+        let missing = dir.path().join("no such dir").join("record.json");
+        let e = write_record(&missing, None).unwrap_err();
+        assert!(e.contains("could not be written"), "{e}");
+    }
 }

@@ -7,6 +7,7 @@
 use crate::channel::{Channel, ChannelFault};
 mod engines;
 
+use crate::boot_record::BootRecord;
 use crate::chip::SimChip;
 use crate::config::ConfigSpace;
 use crate::dma::{CardDma, DmaError};
@@ -72,6 +73,11 @@ pub struct Card {
     faults: FaultPlan,
     /// GSP-RM sends a CPU-sequencer script at boot (`send_boot_sequencer`).
     boot_sequencer: Option<BootScript>,
+    /// What the last COT request handed the card, and how many were
+    /// recorded (kept across resets: a record is of what was handed, and a
+    /// driver that resets and boots again replaces it).
+    boot_record: Option<BootRecord>,
+    boot_records: u64,
     /// Host-side models of our own test kernels, which compute the effect
     /// of a launch of one of them (`crate::kernel_models`).
     kernel_models: Arc<KernelModels>,
@@ -102,6 +108,8 @@ impl Card {
             channel_faults: HashMap::new(),
             faults: FaultPlan::default(),
             boot_sequencer: None,
+            boot_record: None,
+            boot_records: 0,
             kernel_models: Arc::new(KernelModels::ours()),
             chip,
         }
@@ -152,6 +160,18 @@ impl Card {
     /// What the FSP made of each request since the last reset.
     pub fn fsp_outcomes(&self) -> &[Result<(), FspFailure>] {
         self.fsp.outcomes()
+    }
+
+    /// What the last COT request handed the card, as the card saw it
+    /// (`crate::boot_record`), with refused set if the boot failed.
+    pub fn boot_record(&self) -> Option<&BootRecord> {
+        self.boot_record.as_ref()
+    }
+
+    /// How many COT requests were recorded since power-on: a watcher
+    /// (`macuda sim serve --boot-record`) knows a new one by this.
+    pub fn boot_records(&self) -> u64 {
+        self.boot_records
     }
 
     /// Where the GSP is in its boot, and the FMC's boot once it ran.
@@ -236,6 +256,10 @@ impl Card {
         let fb = self.chip.vram_bytes();
         let mut dma = CardDma::new(&self.config, &mut self.host, &mut self.vram, &self.chip);
         let (taken, boot) = self.fsp.write(address, value, &mut dma, fb);
+        if let Some(r) = self.fsp.take_record() {
+            self.boot_record = Some(r);
+            self.boot_records += 1;
+        }
         if let Some(boot) = boot {
             self.start_gsp(boot);
         }

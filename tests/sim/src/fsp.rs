@@ -8,6 +8,7 @@
 //! check answers with an error code, leaves it in the FSP's debug scratch,
 //! and boots nothing: the host then waits in vain for the GSP, as on a card.
 
+use crate::boot_record::{self, BootRecord};
 use crate::dma::Dma;
 use crate::fmc::{self, FmcBoot};
 use macuda_hw::fsp::{
@@ -95,6 +96,8 @@ pub struct Fsp {
     scratch: [u32; SCRATCH_WORDS as usize],
     /// Every request's outcome, in order.
     outcomes: Vec<Result<(), FspFailure>>,
+    /// What the last COT request handed the card, until taken.
+    record: Option<BootRecord>,
 }
 
 impl Fsp {
@@ -109,7 +112,14 @@ impl Fsp {
             msgq_tail: 0,
             scratch: [0; SCRATCH_WORDS as usize],
             outcomes: Vec::new(),
+            record: None,
         }
+    }
+
+    /// The record of the last COT request whose payload decoded, once
+    /// (`crate::boot_record`).
+    pub fn take_record(&mut self) -> Option<BootRecord> {
+        self.record.take()
     }
 
     /// Every request's outcome so far.
@@ -211,6 +221,9 @@ impl Fsp {
         };
         let nvdm_type = packet.as_ref().ok().and_then(|p| packet_type(p).ok());
         let outcome = packet.and_then(|p| self.serve(&p, dma, fb_bytes));
+        if let (Some(r), Err(failure)) = (self.record.as_mut(), &outcome) {
+            r.refused = Some(failure.to_string());
+        }
         let (error_code, boot) = match outcome {
             Ok(boot) => {
                 self.outcomes.push(Ok(()));
@@ -229,13 +242,18 @@ impl Fsp {
     }
 
     fn serve(
-        &self,
+        &mut self,
         packet: &[u8],
         dma: &mut dyn Dma,
         fb_bytes: u64,
     ) -> Result<FmcBoot, FspFailure> {
         match packet_type(packet)? {
             nvdm::COT => {
+                // Recorded before the FMC writes its layout into the meta.
+                let body = &packet[PACKET_HEADER_BYTES..];
+                if let Some(cot) = CotPayload::decode(body) {
+                    self.record = Some(boot_record::record(&cot, body.len(), &*dma));
+                }
                 let cot = self.check_cot(packet, &*dma, fb_bytes)?;
                 fmc::boot(&cot, dma, fb_bytes).map_err(FspFailure::Fmc)
             }

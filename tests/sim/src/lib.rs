@@ -21,6 +21,7 @@
 //! (`faults`). The CPU sequencer and the log buffers come next
 //! (reference/gsp.md section 9 lists what the card must do).
 
+pub mod boot_record;
 pub mod card;
 pub mod channel;
 pub mod chip;
@@ -38,6 +39,7 @@ pub mod pbdma;
 pub mod server;
 pub mod vram;
 
+pub use boot_record::BootRecord;
 pub use card::Card;
 pub use chip::SimChip;
 pub use dma::DmaError;

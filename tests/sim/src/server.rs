@@ -275,11 +275,20 @@ impl<D: Device> Server<D> {
     }
 
     /// Serve until `stop` turns true (a CLI's Ctrl-C), then shut down.
-    pub fn run_until(mut self, stop: &AtomicBool) {
+    pub fn run_until(self, stop: &AtomicBool) {
+        self.run_until_watching(stop, |_| {});
+    }
+
+    /// As `run_until`, and `watch` sees the device at every poll and once
+    /// more at the end, so that a CLI can report what changed while it
+    /// served (a boot record written out) without a thread of its own.
+    pub fn run_until_watching(mut self, stop: &AtomicBool, mut watch: impl FnMut(&D)) {
         while !stop.load(Ordering::SeqCst) && self.thread.as_ref().is_some_and(|t| !t.is_finished())
         {
+            watch(&self.device.lock());
             std::thread::sleep(STOP_POLL);
         }
+        watch(&self.device.lock());
         self.shut_down();
     }
 

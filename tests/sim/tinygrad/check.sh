@@ -8,7 +8,9 @@
 # resident and resets the card first), then once more on a card whose
 # GSP-RM sends a CPU-sequencer script before GSP_INIT_DONE (tinygrad's
 # own executor must run it), and requires each to get at least as
-# far as EXPECT (default init; boot.py says what each stage means). Exit 0: all passed; 1: a
+# far as EXPECT (default init; boot.py says what each stage means).
+# Last, xcheck.sh compares what tinygrad's boot and our own staged boot
+# handed two fresh cards, field by field. Exit 0: all passed; 1: a
 # check failed; 3: skipped (tinygrad could not be installed), with the
 # reason. Without FIRMWARE_DIR the boot is skipped and says so.
 #
@@ -63,3 +65,5 @@ REMOTE=$endpoint "$scratch/venv/bin/python" "$here/boot.py" "$endpoint" "$firmwa
 rc=$?
 grep -E "^(tinygrad|the card|stages)" "$scratch/boot.log"
 if [ "$rc" -ne 0 ]; then cat "$scratch/boot.log"; echo "--- the sim:"; cat "$scratch/serve.log"; exit 1; fi
+# What tinygrad's boot and ours handed the card, field by field.
+"$here/xcheck.sh" "$macuda" "$firmware" "$scratch/venv/bin/python" || exit 1

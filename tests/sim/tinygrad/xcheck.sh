@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Our staged boot against tinygrad's, on two fresh simulated cards that each
+# record what their boot was handed (`macuda sim serve --boot-record`):
+# tinygrad's driver (boot.py, through the FSP at least) on one, our own
+# stage_for_fsp and send_cot (the ignored test in tests/tests/boot_record.rs,
+# through cargo) on the other, both with NVIDIA's 570.144 images from
+# FIRMWARE_DIR; compare.py then prints the two records field by field and
+# fails on a difference without a documented reason. check.sh calls this
+# with the python of its tinygrad environment. Exit 0: the records agree
+# but for documented differences; 1: they do not, or a boot failed. With
+# XCHECK_KEEP=DIR the two records are copied into DIR.
+#
+#   tests/sim/tinygrad/xcheck.sh MACUDA_BINARY FIRMWARE_DIR PYTHON
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+macuda=$1
+firmware=$2
+python=$3
+scratch=$(mktemp -d)
+server=
+stop_server() { [ -n "$server" ] && kill -INT "$server" 2>/dev/null && wait "$server" 2>/dev/null; server=; }
+trap 'stop_server; [ -n "${XCHECK_KEEP:-}" ] && cp "$scratch"/*.json "$XCHECK_KEEP"/; rm -rf "$scratch"' EXIT
+# A fresh card recording its boot into RECORD; sets $endpoint.
+serve() { # RECORD
+  stop_server
+  "$macuda" sim serve tcp:0 --boot-ms 0 --boot-record "$1" >"$scratch/serve.log" 2>&1 &
+  server=$!
+  endpoint=
+  for _ in $(seq 100); do grep -q -- "--device remote:" "$scratch/serve.log" && break; sleep 0.05; done
+  endpoint=$(sed -n 's/.*--device remote:\([0-9.]*:[0-9]*\).*/\1/p' "$scratch/serve.log" | head -1)
+  [ -n "$endpoint" ] || { echo "the sim did not start:"; cat "$scratch/serve.log"; exit 1; }
+}
+# Wait for the served card to have written RECORD, then stop it.
+collect() { # RECORD WHO
+  for _ in $(seq 100); do [ -s "$1" ] && break; sleep 0.05; done
+  stop_server
+  [ -s "$1" ] || { echo "$2's boot left no record:"; cat "$scratch/serve.log"; exit 1; }
+}
+
+serve "$scratch/tinygrad.json"
+REMOTE=$endpoint "$python" "$here/boot.py" "$endpoint" "$firmware" fsp >"$scratch/boot.log" 2>&1 \
+  || { cat "$scratch/boot.log"; echo "--- the sim:"; cat "$scratch/serve.log"; exit 1; }
+collect "$scratch/tinygrad.json" tinygrad
+
+serve "$scratch/ours.json"
+(cd "$root" && MACUDA_SIM_REMOTE=$endpoint MACUDA_FIRMWARE=$firmware \
+  cargo test -q -p macuda-tests --test boot_record -- --ignored --exact \
+  our_staged_boot_of_a_served_sim_with_nvidias_images) >"$scratch/ours.log" 2>&1 \
+  || { cat "$scratch/ours.log"; echo "--- the sim:"; cat "$scratch/serve.log"; exit 1; }
+collect "$scratch/ours.json" "our driver"
+
+echo "what each boot handed the card, ours against tinygrad's:"
+"$python" "$here/compare.py" "$scratch/ours.json" "$scratch/tinygrad.json"
