@@ -2,8 +2,8 @@
 # Our staged boot against tinygrad's, on two fresh simulated cards that each
 # record what their boot was handed (`macuda sim serve --boot-record`):
 # tinygrad's driver (boot.py, through the FSP at least) on one, our own
-# stage_for_fsp and send_cot (the ignored test in tests/tests/boot_record.rs,
-# through cargo) on the other, both with NVIDIA's 570.144 images from
+# whole boot (`macuda boot`, to GSP_INIT_DONE) on the other, both with
+# NVIDIA's 570.144 images from
 # FIRMWARE_DIR; compare.py then prints the two records field by field and
 # fails on a difference without a documented reason. check.sh calls this
 # with the python of its tinygrad environment. Exit 0: the records agree
@@ -13,7 +13,6 @@
 #   tests/sim/tinygrad/xcheck.sh MACUDA_BINARY FIRMWARE_DIR PYTHON
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
 macuda=$1
 firmware=$2
 python=$3
@@ -44,9 +43,7 @@ REMOTE=$endpoint "$python" "$here/boot.py" "$endpoint" "$firmware" fsp >"$scratc
 collect "$scratch/tinygrad.json" tinygrad
 
 serve "$scratch/ours.json"
-(cd "$root" && MACUDA_SIM_REMOTE=$endpoint MACUDA_FIRMWARE=$firmware \
-  cargo test -q -p macuda-tests --test boot_record -- --ignored --exact \
-  our_staged_boot_of_a_served_sim_with_nvidias_images) >"$scratch/ours.log" 2>&1 \
+MACUDA_LOG=warn "$macuda" --device "remote:$endpoint" boot --firmware "$firmware" >"$scratch/ours.log" 2>&1 \
   || { cat "$scratch/ours.log"; echo "--- the sim:"; cat "$scratch/serve.log"; exit 1; }
 collect "$scratch/ours.json" "our driver"
 
