@@ -113,18 +113,37 @@ pub fn test_bootloader() -> Bootloader {
 /// The test firmware set: the FMC signed with [`test_key`], a test
 /// bootloader, and a GSP-RM image of [`RM_IMAGE_BYTES`].
 pub fn test_firmware() -> FirmwareSet {
+    test_firmware_for(FirmwareChip::Gb202)
+}
+
+/// [`test_firmware`] for `chip`. GH100's FSP takes COT version 1, whose
+/// RSA-3072 signature the sim does not check: its key and signature are
+/// filler of the sizes the container must have.
+pub fn test_firmware_for(chip: FirmwareChip) -> FirmwareSet {
     let image: Vec<u8> = (0..RM_IMAGE_BYTES).map(|i| (i % 253) as u8).collect();
+    let fmc = match chip {
+        FirmwareChip::Gb202 => test_fmc(&test_key()),
+        FirmwareChip::Gh100 => {
+            let image = fmc_image();
+            let hash = Sha384::digest(&image);
+            let (signature, key) = macuda_gsp::firmware::fmc::signature_and_key_bytes(chip);
+            FmcImage::from_sections(
+                Path::new("test-fmc-gh100"),
+                chip,
+                &image,
+                &hash,
+                &vec![0x51; signature as usize],
+                &vec![0x4B; key as usize],
+            )
+            .unwrap()
+        }
+    };
     FirmwareSet {
-        chip: FirmwareChip::Gb202,
-        fmc: test_fmc(&test_key()),
+        chip,
+        fmc,
         bootloader: test_bootloader(),
-        gsp: GspImage::from_sections(
-            Path::new("test-gsp"),
-            FirmwareChip::Gb202,
-            &image,
-            &[0x5A; PAGE as usize],
-        )
-        .unwrap(),
+        gsp: GspImage::from_sections(Path::new("test-gsp"), chip, &image, &[0x5A; PAGE as usize])
+            .unwrap(),
         files: Vec::new(),
     }
 }

@@ -3,8 +3,10 @@
 //! fresh card, or one whose firmware is resident, to GSP_INIT_DONE with
 //! every step timed, WPR2 read back and BAR1 physical; then the faults a
 //! real card shows, each ending in a typed error naming its step with bus
-//! mastering off. NVIDIA's real 570.144 images take the same path in an
-//! ignored test.
+//! mastering off; and a GH100 through its own FSP (COT version 1, its own
+//! boot-status register, no BAR firewall, its WPR sizes). NVIDIA's real
+//! 570.144 images, GB202's and GH100's, take the same path in an ignored
+//! test.
 
 use macuda_gsp::bare::{
     boot_through_fsp, BareError, BootError, BootPatience, BootStep, BootedGsp, RmAlloc, RpcError,
@@ -17,7 +19,7 @@ use macuda_pci::{enable_bus_master, Transport};
 use macuda_sim::faults::DeviceFault;
 use macuda_sim::gsp_rm::BootScript;
 use macuda_sim::{Card, Listen, Server, SimChip};
-use macuda_tests::sim_host::{card_trusting_the_test_key, test_firmware};
+use macuda_tests::sim_host::{card_trusting_the_test_key, test_firmware, test_firmware_for};
 use std::time::Duration;
 
 /// Short waits: the sim answers in milliseconds, and a test that fails
@@ -76,7 +78,10 @@ const ALL_STEPS: [BootStep; 15] = [
 fn check_booted(server: &Server<Card>, t: &mut TinyGpuTransport, booted: &mut BootedGsp) {
     let steps: Vec<BootStep> = booted.timings.iter().map(|(s, _)| *s).collect();
     assert_eq!(steps, ALL_STEPS);
-    assert_eq!(booted.chip, FirmwareChip::Gb202);
+    assert_eq!(
+        FirmwareChip::by_name(server.device().chip().name),
+        Some(booted.chip)
+    );
     let card = server.device();
     assert_eq!(booted.vram_bytes, card.chip().vram_bytes());
     let layout = card.gsp().1.expect("the FMC booted").layout;
@@ -132,6 +137,20 @@ fn a_fresh_gb202_boots_to_init_done_over_the_unix_socket() {
 fn a_fresh_gb202_boots_to_init_done_over_tcp() {
     let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Tcp);
     let mut booted = boot_through_fsp(&mut t, &test_firmware(), &patience()).unwrap();
+    check_booted(&server, &mut t, &mut booted);
+}
+
+#[test]
+fn a_gh100_boots_through_its_own_fsp_with_its_own_numbers() {
+    let chip = SimChip {
+        boot_time: Duration::from_millis(1),
+        ..SimChip::gh100()
+    };
+    let (server, _dir, mut t) = world(Card::new(chip), Socket::Unix);
+    let mut booted =
+        boot_through_fsp(&mut t, &test_firmware_for(FirmwareChip::Gh100), &patience()).unwrap();
+    assert_eq!(booted.chip, FirmwareChip::Gh100);
+    assert_eq!(booted.vram_bytes, 80 << 30);
     check_booted(&server, &mut t, &mut booted);
 }
 
@@ -253,7 +272,7 @@ fn firmware_for_another_chip_is_refused_before_anything_is_staged() {
 
 #[test]
 #[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
-fn nvidias_570_144_images_boot_the_simulated_gb202_to_init_done() {
+fn nvidias_570_144_images_boot_the_simulated_gb202_and_gh100_to_init_done() {
     let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
     let search = SearchPath::choose(Some(dir.into()), None);
     let fw = FirmwareSet::load(FirmwareChip::Gb202, &search, Progress::Hidden).unwrap();
@@ -267,4 +286,13 @@ fn nvidias_570_144_images_boot_the_simulated_gb202_to_init_done() {
         let mut booted = boot_through_fsp(&mut t, &fw, &BootPatience::default()).unwrap();
         check_booted(&server, &mut t, &mut booted);
     }
+    // Hopper's own FMC and bootloader, on the sim's GH100.
+    let fw = FirmwareSet::load(FirmwareChip::Gh100, &search, Progress::Hidden).unwrap();
+    let chip = SimChip {
+        boot_time: Duration::from_millis(1),
+        ..SimChip::gh100()
+    };
+    let (server, _dir, mut t) = world(Card::new(chip), Socket::Unix);
+    let mut booted = boot_through_fsp(&mut t, &fw, &BootPatience::default()).unwrap();
+    check_booted(&server, &mut t, &mut booted);
 }
