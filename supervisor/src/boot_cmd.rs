@@ -6,8 +6,13 @@
 //! resets it away); bus mastering is off when the command ends, whatever
 //! happened.
 
+use crate::report::{
+    unix_ms, BootTranscript, CrashReport, RecoveryStep, ReportCause, ReportError, REPORT_FORMAT,
+};
 use macuda_core::error_chain;
-use macuda_gsp::bare::{boot_through_fsp, early, BootPatience, BootedGsp, OverTransport, RmAlloc};
+use macuda_gsp::bare::{
+    boot_through_fsp, early, BootFailed, BootPatience, BootedGsp, OverTransport, RmAlloc,
+};
 use macuda_gsp::firmware::{FirmwareSet, Progress, SearchPath};
 use macuda_hw::class;
 use macuda_pci::{
@@ -120,9 +125,53 @@ fn boot_over(
         Err(e) => {
             let _ = writeln!(out, "boot:      failed at step {:?}", e.step());
             print_chain(err, &e);
+            match write_report(&e) {
+                Ok(path) => {
+                    let _ = writeln!(out, "crash report: {}", path.display());
+                }
+                Err(r) => print_chain(err, &r),
+            }
             BootOutcome::Failed
         }
     }
+}
+
+/// A failed boot's crash report (`macuda report FILE` prints it): the
+/// step, the error chain, the steps done with their times, the last
+/// messages both ways, GSP-RM's notices.
+fn write_report(e: &BootFailed) -> Result<PathBuf, ReportError> {
+    let report = CrashReport {
+        format: REPORT_FORMAT,
+        build_id: crate::BUILD_ID.to_string(),
+        written_unix_ms: unix_ms(),
+        pid: std::process::id(),
+        generation: 0,
+        device_line: "macuda boot".to_string(),
+        cause: ReportCause::BootFailed {
+            step: format!("{:?}", e.step()),
+            chain: error_chain(&e.error),
+        },
+        actors: Vec::new(),
+        recovery: vec![RecoveryStep {
+            action: "bus-master off".to_string(),
+            ok: true,
+            detail: "by the boot, before it returned its error".to_string(),
+            elapsed_ms: 0,
+        }],
+        boot: Some(BootTranscript {
+            steps: e
+                .timings
+                .iter()
+                .map(|(s, d)| {
+                    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                    (format!("{s:?}"), us)
+                })
+                .collect(),
+            rpc: e.transcript.iter().map(|m| m.line()).collect(),
+            notices: e.notices.iter().map(|n| format!("{n:?}")).collect(),
+        }),
+    };
+    report.write_into(&crate::host::default_report_dir())
 }
 
 fn print_booted(b: &BootedGsp, out: &mut dyn Write) {

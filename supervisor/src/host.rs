@@ -220,6 +220,10 @@ impl HostError {
                 cause: "exit".to_string(),
                 report,
             },
+            ReportCause::BootFailed { step, .. } => HostError::Down {
+                cause: format!("our boot stopped at {step}"),
+                report,
+            },
         }
     }
 }
@@ -555,6 +559,7 @@ impl Host {
                     ReportCause::Failure { actor, .. } => format!("failure of `{actor}`"),
                     ReportCause::Interrupted => "interrupt".to_string(),
                     ReportCause::Exit => "exit".to_string(),
+                    ReportCause::BootFailed { step, .. } => format!("our boot stopped at {step}"),
                 },
                 report: o.report.as_ref().ok().cloned(),
             });

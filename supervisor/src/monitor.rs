@@ -149,6 +149,9 @@ impl Supervision {
             }
             ReportCause::Interrupted => tracing::warn!("interrupted; recovering"),
             ReportCause::Exit => tracing::info!("normal exit"),
+            ReportCause::BootFailed { step, .. } => {
+                tracing::error!(%step, "our boot stopped; recovering")
+            }
         }
         let mut steps = Vec::new();
         if self.opener.owns_function() {
@@ -158,7 +161,9 @@ impl Supervision {
                     self.stop_actors(&mut steps);
                     self.function_reset(&mut steps, fresh.as_deref_mut());
                 }
-                ReportCause::Interrupted => {
+                // A boot that stopped has turned bus mastering off itself;
+                // doing it again costs nothing and is the contract.
+                ReportCause::Interrupted | ReportCause::BootFailed { .. } => {
                     self.bus_master_off(&mut steps);
                     self.stop_actors(&mut steps);
                 }
@@ -213,6 +218,7 @@ impl Supervision {
             cause: cause.clone(),
             actors: self.statuses.lock().iter().map(|s| s.snapshot()).collect(),
             recovery: steps.clone(),
+            boot: None,
         };
         let report = report
             .write_into(&self.report_dir)

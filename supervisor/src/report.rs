@@ -23,9 +23,28 @@ pub struct RecoveryStep {
 /// Why the report was written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReportCause {
-    Failure { actor: String, failure: Failure },
+    Failure {
+        actor: String,
+        failure: Failure,
+    },
     Interrupted,
     Exit,
+    /// Our boot of a card's GSP-RM stopped (`macuda boot`).
+    BootFailed {
+        step: String,
+        chain: Vec<String>,
+    },
+}
+
+/// What a failed boot had done and said, for its report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootTranscript {
+    /// The steps that finished, with their times in microseconds.
+    pub steps: Vec<(String, u64)>,
+    /// The last messages both ways, one line each, oldest first.
+    pub rpc: Vec<String>,
+    /// What GSP-RM sent unprompted (errors, faults, events).
+    pub notices: Vec<String>,
 }
 
 impl ReportCause {
@@ -35,6 +54,7 @@ impl ReportCause {
             ReportCause::Failure { .. } => "failure",
             ReportCause::Interrupted => "interrupt",
             ReportCause::Exit => "exit",
+            ReportCause::BootFailed { .. } => "boot",
         }
     }
 }
@@ -51,6 +71,10 @@ pub struct CrashReport {
     /// Bottom-up: pci, gsp, memory, submit, loader.
     pub actors: Vec<ActorSnapshot>,
     pub recovery: Vec<RecoveryStep>,
+    /// A failed boot's steps and last messages (absent in reports of the
+    /// stack's actors, and in reports written before it existed).
+    #[serde(default)]
+    pub boot: Option<BootTranscript>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +185,29 @@ impl CrashReport {
             ReportCause::Exit => {
                 let _ = writeln!(s, "cause:      normal exit");
             }
+            ReportCause::BootFailed { step, chain } => {
+                let _ = writeln!(s, "cause:      our boot of GSP-RM stopped at step {step}");
+                for (i, c) in chain.iter().enumerate() {
+                    let label = if i == 0 { "error:" } else { "caused by:" };
+                    let _ = writeln!(s, "{label:<11} {c}");
+                }
+            }
+        }
+        if let Some(boot) = &self.boot {
+            let _ = writeln!(s, "boot steps done:");
+            for (step, us) in &boot.steps {
+                let _ = writeln!(s, "  {step:<18} {:>9.3} ms", *us as f64 / 1e3);
+            }
+            let _ = writeln!(s, "last messages (oldest first):");
+            for line in &boot.rpc {
+                let _ = writeln!(s, "  {line}");
+            }
+            if !boot.notices.is_empty() {
+                let _ = writeln!(s, "notices from GSP-RM:");
+                for n in &boot.notices {
+                    let _ = writeln!(s, "  {n}");
+                }
+            }
         }
         let _ = writeln!(s, "recovery:");
         for step in &self.recovery {
@@ -254,6 +301,7 @@ mod tests {
                 detail: "0x6 -> 0x2".into(),
                 elapsed_ms: 0,
             }],
+            boot: None,
         }
     }
 

@@ -65,3 +65,61 @@ fn a_simulated_gb202_boots_to_init_done_with_nvidias_images() {
         assert!(out.contains(line), "`{line}` missing from:\n{out}");
     }
 }
+
+/// `macuda sim serve` on a free port with `args`; the child and the
+/// `--device` word that reaches it.
+fn serve(args: &[&str]) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = macuda()
+        .args(["sim", "serve", "tcp:0", "--boot-ms", "0"])
+        .args(args)
+        .env("MACUDA_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the sim starts");
+    let stdout = child.stdout.take().unwrap();
+    let device = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split_whitespace()
+                .skip_while(|w| *w != "--device")
+                .nth(1)
+                .map(str::to_string)
+        })
+        .expect("sim serve names its --device word");
+    (child, device)
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_boot_that_fails_writes_a_report_with_its_step_and_last_messages() {
+    let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let reports = tempfile::tempdir().unwrap();
+    let (mut sim, device) = serve(&["--fault", "corrupt-reply:1"]);
+    let (code, out, err) = run(macuda()
+        .args(["--device", &device, "boot", "--firmware"])
+        .arg(&dir)
+        .env("MACUDA_REPORT_DIR", reports.path()));
+    let _ = sim.kill();
+    let _ = sim.wait();
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("boot:      failed at step InitDone"), "{out}");
+    assert!(err.contains("checksum"), "{err}");
+    assert!(out.contains("exit:      bus mastering off"), "{out}");
+    let report = out
+        .lines()
+        .find_map(|l| l.strip_prefix("crash report: "))
+        .expect("a report path");
+    let (code, shown, err) = run(macuda().args(["report", report]));
+    assert_eq!(code, 0, "{err}");
+    for line in [
+        "cause:      our boot of GSP-RM stopped at step InitDone",
+        "ChainOfTrust",
+        "-> GSP_SET_SYSTEM_INFO seq 0",
+        "-> SET_REGISTRY seq 1",
+    ] {
+        assert!(shown.contains(line), "`{line}` missing from:\n{shown}");
+    }
+}

@@ -9,10 +9,12 @@
 //! test.
 
 use macuda_gsp::bare::{
-    boot_through_fsp, BareError, BootError, BootPatience, BootStep, BootedGsp, RmAlloc, RpcError,
+    boot_through_fsp, BareError, BootError, BootFailed, BootPatience, BootStep, BootedGsp,
+    Direction, RmAlloc, RpcError,
 };
 use macuda_gsp::firmware::{FirmwareChip, FirmwareSet, Progress, SearchPath};
 use macuda_hw::class;
+use macuda_hw::gsp_rpc::function;
 use macuda_hw::regs::{NV_PBUS_BAR1_BLOCK, NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR};
 use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
 use macuda_pci::{enable_bus_master, Transport};
@@ -174,10 +176,33 @@ fn the_boot_runs_the_sequencer_script_gsp_rm_sends_before_init_done() {
     check_booted(&server, &mut t, &mut booted);
 }
 
-/// A failed boot names its step and leaves bus mastering off.
-fn assert_failed_at(server: &Server<Card>, e: &BootError, step: BootStep) {
+/// A failed boot names its step, leaves bus mastering off, and carries
+/// what a report needs: the steps that finished, and once the queues
+/// exist, the messages sent (the two init messages first).
+fn assert_failed_at(server: &Server<Card>, e: &BootFailed, step: BootStep) {
     assert_eq!(e.step(), step, "{e}");
     assert!(!server.device().bus_master(), "bus mastering left on: {e}");
+    let done: Vec<BootStep> = e.timings.iter().map(|(s, _)| *s).collect();
+    let at = ALL_STEPS.iter().position(|s| *s == step).unwrap();
+    assert_eq!(done, ALL_STEPS[..at], "{e}");
+    if at
+        > ALL_STEPS
+            .iter()
+            .position(|s| *s == BootStep::QueueBlock)
+            .unwrap()
+    {
+        let sent: Vec<u32> = e
+            .transcript
+            .iter()
+            .filter(|m| m.direction == Direction::Sent)
+            .map(|m| m.function)
+            .collect();
+        assert_eq!(
+            sent[..2],
+            [function::GSP_SET_SYSTEM_INFO, function::SET_REGISTRY],
+            "{e}"
+        );
+    }
 }
 
 #[test]
@@ -193,7 +218,7 @@ fn an_fmc_signed_by_a_key_the_card_does_not_trust_is_refused_by_the_fsp() {
         .expect("the FSP refuses");
     assert!(
         matches!(
-            e,
+            e.error,
             BootError::Staging {
                 source: BareError::FspRefused { .. },
                 ..
@@ -214,7 +239,7 @@ fn a_corrupted_message_from_gsp_rm_is_caught_by_its_checksum() {
         .expect("a corrupt status message");
     assert!(
         matches!(
-            e,
+            e.error,
             BootError::Rpc {
                 source: RpcError::Checksum { .. },
                 ..
@@ -235,7 +260,7 @@ fn a_sequencer_poll_that_never_completes_ends_the_boot_at_its_timeout() {
         .expect("the script's poll times out");
     assert!(
         matches!(
-            e,
+            e.error,
             BootError::Rpc {
                 source: RpcError::Sequencer(_),
                 ..
@@ -265,7 +290,7 @@ fn firmware_for_another_chip_is_refused_before_anything_is_staged() {
     let e = boot_through_fsp(&mut t, &fw, &patience())
         .err()
         .expect("wrong images");
-    assert!(matches!(e, BootError::WrongFirmware { .. }), "{e}");
+    assert!(matches!(e.error, BootError::WrongFirmware { .. }), "{e}");
     assert_failed_at(&server, &e, BootStep::Identify);
     assert!(server.device().fsp_outcomes().is_empty());
 }

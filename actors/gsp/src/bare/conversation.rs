@@ -125,6 +125,11 @@ impl GspRpc {
         &mut self.queue
     }
 
+    /// The last messages both ways.
+    pub fn transcript(&self) -> &super::RpcTranscript {
+        self.queue.transcript()
+    }
+
     /// GSP_INIT_DONE has come, with success.
     pub fn init_done(&self) -> bool {
         self.init_done

@@ -14,6 +14,7 @@ use super::{
     send_cot, stage_for_fsp, BareError, CardBus, GspRpc, GspStaticInfo, LibosRegion, RpcError,
     RpcQueue, SharedBlock, Staged, StaticInfoError, SystemInfo, RMARGS_BYTES,
 };
+use super::{Notice, RpcEntry};
 use crate::bare::init_messages::{packed_registry, InitMessageError, DRIVER_REGISTRY};
 use crate::firmware::{FirmwareChip, FirmwareSet};
 use macuda_hw::chip::ChipIdentity;
@@ -167,6 +168,26 @@ impl BootError {
     }
 }
 
+/// A failed boot: the error, and what a report needs to explain it (the
+/// steps that finished and their times, the last messages both ways, the
+/// notices GSP-RM sent). Bus mastering is already off.
+#[derive(Debug, thiserror::Error)]
+#[error("our boot of GSP-RM through the FSP stopped at step {:?}", .error.step())]
+pub struct BootFailed {
+    #[source]
+    pub error: BootError,
+    pub timings: Vec<(BootStep, Duration)>,
+    pub transcript: Vec<RpcEntry>,
+    pub notices: Vec<Notice>,
+}
+
+impl BootFailed {
+    /// The step that failed.
+    pub fn step(&self) -> BootStep {
+        self.error.step()
+    }
+}
+
 /// A card whose GSP-RM answers: what the boot found, what must stay alive
 /// while it runs (the staged mappings), and the RPC conversation.
 pub struct BootedGsp {
@@ -190,20 +211,38 @@ pub struct BootedGsp {
 /// before the error returns.
 ///
 /// # Errors
-/// [`BootError`], naming the step.
+/// [`BootFailed`]: the [`BootError`] naming the step, and what was said.
 pub fn boot_through_fsp(
     bus: &mut dyn CardBus,
     fw: &FirmwareSet,
     patience: &BootPatience,
-) -> Result<BootedGsp, BootError> {
-    let booted = boot_steps(bus, fw, patience);
-    if let Err(e) = &booted {
-        if let Err(clear) = bus.clear_bus_master() {
-            tracing::error!(%clear, "clearing bus mastering after a failed boot");
+) -> Result<BootedGsp, BootFailed> {
+    let mut steps = Steps {
+        at: Instant::now(),
+        timings: Vec::new(),
+    };
+    let mut conversation = None;
+    match boot_steps(bus, fw, patience, &mut steps, &mut conversation) {
+        Ok(booted) => Ok(booted),
+        Err(error) => {
+            if let Err(clear) = bus.clear_bus_master() {
+                tracing::error!(%clear, "clearing bus mastering after a failed boot");
+            }
+            tracing::error!(%error, "the boot through the FSP failed; bus mastering is off");
+            let (transcript, notices) = conversation.map_or_else(Default::default, |rpc| {
+                (
+                    rpc.transcript().entries().cloned().collect(),
+                    rpc.notices().cloned().collect(),
+                )
+            });
+            Err(BootFailed {
+                error,
+                timings: steps.timings,
+                transcript,
+                notices,
+            })
         }
-        tracing::error!(error = %e, "the boot through the FSP failed; bus mastering is off");
     }
-    booted
 }
 
 /// Times each step and names it in its failure.
@@ -241,12 +280,10 @@ fn boot_steps(
     bus: &mut dyn CardBus,
     fw: &FirmwareSet,
     patience: &BootPatience,
+    steps: &mut Steps,
+    conversation: &mut Option<GspRpc>,
 ) -> Result<BootedGsp, BootError> {
     use BootStep::*;
-    let mut steps = Steps {
-        at: Instant::now(),
-        timings: Vec::new(),
-    };
 
     // The chip, and images made for it.
     let (identity, chip) = early::identify(bus).map_err(early_err(Identify))?;
@@ -291,6 +328,41 @@ fn boot_steps(
     let mut rpc = GspRpc::new(RpcQueue::new(block));
     steps.done(QueueBlock);
 
+    // From here on a failure hands the conversation back, so the report
+    // can say what was said.
+    match start_gsp_rm(bus, fw, patience, steps, &mut rpc, &staged, vram_bytes) {
+        Ok((wpr2, static_info)) => Ok(BootedGsp {
+            identity,
+            chip,
+            vram_bytes,
+            wpr2,
+            static_info,
+            was_resident,
+            staged,
+            rpc,
+            timings: std::mem::take(&mut steps.timings),
+        }),
+        Err(e) => {
+            *conversation = Some(rpc);
+            Err(e)
+        }
+    }
+}
+
+/// The second half of the boot: the init messages queued, the FSP asked,
+/// the GSP's core released, GSP-RM linked and through GSP_INIT_DONE, what
+/// it reports checked against WPR2, BAR1 physical.
+fn start_gsp_rm(
+    bus: &mut dyn CardBus,
+    fw: &FirmwareSet,
+    patience: &BootPatience,
+    steps: &mut Steps,
+    rpc: &mut GspRpc,
+    staged: &Staged,
+    vram_bytes: u64,
+) -> Result<(Range<u64>, GspStaticInfo), BootError> {
+    use BootStep::*;
+
     // What GSP-RM reads before it builds its GPU object: queued now, no
     // reply awaited.
     let info = system_info(bus)?;
@@ -305,7 +377,7 @@ fn boot_steps(
     steps.done(InitMessages);
 
     // The FSP checks the FMC and starts it.
-    send_cot(bus, &staged).map_err(|source| BootError::Staging {
+    send_cot(bus, staged).map_err(|source| BootError::Staging {
         step: ChainOfTrust,
         source,
     })?;
@@ -366,11 +438,10 @@ fn boot_steps(
     steps.done(InitDone);
 
     // What GSP-RM says of the card, asked as RM asks it.
-    let static_info =
-        GspStaticInfo::ask(&mut rpc, bus).map_err(|source| BootError::StaticInfo {
-            step: StaticInfo,
-            source,
-        })?;
+    let static_info = GspStaticInfo::ask(rpc, bus).map_err(|source| BootError::StaticInfo {
+        step: StaticInfo,
+        source,
+    })?;
     steps.done(StaticInfo);
 
     // Where the firmware placed itself, read back, never assumed.
@@ -401,23 +472,13 @@ fn boot_steps(
     steps.done(Bar1Physical);
 
     tracing::info!(
-        ?chip,
+        chip = ?fw.chip,
         vram_mib = vram_bytes >> 20,
         wpr2 = ?wpr2,
         took = ?steps.timings.iter().map(|(_, d)| *d).sum::<Duration>(),
         "GSP-RM booted through the FSP"
     );
-    Ok(BootedGsp {
-        identity,
-        chip,
-        vram_bytes,
-        wpr2,
-        static_info,
-        was_resident,
-        staged,
-        rpc,
-        timings: steps.timings,
-    })
+    Ok((wpr2, static_info))
 }
 
 /// GspSystemInfo from the card's configuration space. The BARs' bus

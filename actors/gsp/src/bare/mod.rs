@@ -24,7 +24,8 @@
 //! what GSP-RM sends unprompted; `rm_calls` encodes the RM API carried
 //! over it; `init_messages` builds what is queued before the boot; `logs`
 //! reads GSP-RM's log buffers back; `static_info` asks GSP-RM what it
-//! knows of the card once it runs.
+//! knows of the card once it runs; `transcript` keeps the last messages
+//! both ways for reports.
 
 pub mod boot;
 pub mod boot_params;
@@ -48,13 +49,14 @@ mod rpc_error;
 pub mod shared;
 pub mod staging;
 pub mod static_info;
+pub mod transcript;
 pub mod wpr_meta;
 
 pub use boot::{send_cot, send_cot_with, stage_for_fsp, stage_for_fsp_with, Staged};
 pub use bus::{CardBus, OverActor, OverTransport};
 pub use conversation::{GspRpc, Notice};
 pub use error::BareError;
-pub use fsp_boot::{boot_through_fsp, BootError, BootPatience, BootStep, BootedGsp};
+pub use fsp_boot::{boot_through_fsp, BootError, BootFailed, BootPatience, BootStep, BootedGsp};
 pub use fsp_channel::FspChannel;
 pub use init_messages::{packed_registry, InitMessageError, PciAddress, SystemInfo};
 pub use libos::{LibosArgs, LibosRegion};
@@ -66,3 +68,4 @@ pub use rpc_error::RpcError;
 pub use shared::{SharedBlock, RMARGS_BYTES};
 pub use staging::{HostStaging, Piece, StagingLimits};
 pub use static_info::{GspStaticInfo, StaticInfoError};
+pub use transcript::{Direction, RpcEntry, RpcTranscript};

@@ -14,6 +14,7 @@
 
 use super::rpc_error::RpcError;
 use super::shared::SharedBlock;
+use super::transcript::{Direction, RpcTranscript};
 use super::CardBus;
 use macuda_hw::gsp_rpc::{
     self, element, function, rm_alloc, rm_control, rpc_header, tx_header, DOORBELL_VALUE,
@@ -127,6 +128,7 @@ pub struct RpcQueue {
     /// A message coming in continuation records, and its whole length.
     pending: Option<(Message, usize)>,
     patience: Patience,
+    transcript: RpcTranscript,
 }
 
 impl RpcQueue {
@@ -138,7 +140,13 @@ impl RpcQueue {
             linked: false,
             pending: None,
             patience: Patience::default(),
+            transcript: RpcTranscript::default(),
         }
+    }
+
+    /// The last messages both ways, for reports.
+    pub fn transcript(&self) -> &RpcTranscript {
+        &self.transcript
     }
 
     pub fn with_patience(mut self, patience: Patience) -> RpcQueue {
@@ -169,6 +177,8 @@ impl RpcQueue {
     ) -> Result<(), RpcError> {
         let mut parts = payload.chunks(RPC_PAYLOAD_MAX);
         let first = parts.next().unwrap_or(&[]);
+        self.transcript
+            .note(Direction::Sent, self.tx_seq, function, 0, payload.len());
         let record = encode_record(self.tx_seq, function, first)?;
         self.send_record(bus, &record)?;
         for part in parts {
@@ -288,6 +298,21 @@ impl RpcQueue {
     /// # Errors
     /// A message that does not check out, or the transport's.
     pub fn poll(&mut self, bus: &mut dyn CardBus) -> Result<Option<Message>, RpcError> {
+        let m = self.poll_records(bus)?;
+        if let Some(m) = &m {
+            self.transcript.note(
+                Direction::Received,
+                m.seq,
+                m.function,
+                m.result,
+                m.payload.len(),
+            );
+        }
+        Ok(m)
+    }
+
+    /// [`RpcQueue::poll`]'s work, before the transcript sees its message.
+    fn poll_records(&mut self, bus: &mut dyn CardBus) -> Result<Option<Message>, RpcError> {
         // A ring's worth of records per look, however fast GSP-RM refills
         // it: a message still incomplete after that waits for the next.
         for _ in 0..MSG_COUNT {
