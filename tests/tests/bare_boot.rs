@@ -8,6 +8,7 @@
 //! 570.144 images, GB202's and GH100's, take the same path in an ignored
 //! test.
 
+use macuda_gsp::bare::CardBus;
 use macuda_gsp::bare::{
     boot_through_fsp, BareError, BootError, BootFailed, BootPatience, BootStep, BootedGsp,
     Direction, RmAlloc, RpcError,
@@ -15,12 +16,15 @@ use macuda_gsp::bare::{
 use macuda_gsp::firmware::{FirmwareChip, FirmwareSet, Progress, SearchPath};
 use macuda_hw::class;
 use macuda_hw::gsp_rpc::function;
+use macuda_hw::regs::NV_PFSP_QUEUE_HEAD_0;
 use macuda_hw::regs::{NV_PBUS_BAR1_BLOCK, NV_VIRTUAL_FUNCTION_PRIV_FUNC_BAR1_BLOCK_LOW_ADDR};
 use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
 use macuda_pci::{enable_bus_master, Transport};
+use macuda_pci::{DmaId, DmaRegion, PciError};
 use macuda_sim::faults::DeviceFault;
 use macuda_sim::gsp_rm::BootScript;
 use macuda_sim::{Card, Listen, Server, SimChip};
+use macuda_tests::sim_host;
 use macuda_tests::sim_host::{card_trusting_the_test_key, test_firmware, test_firmware_for};
 use std::time::Duration;
 
@@ -29,6 +33,7 @@ use std::time::Duration;
 fn patience() -> BootPatience {
     BootPatience {
         card_boot: Duration::from_secs(2),
+        fsp_answer: Duration::from_secs(2),
         gsp_start: Duration::from_secs(2),
         queue_link: Duration::from_secs(2),
         init_done: Duration::from_secs(2),
@@ -270,6 +275,119 @@ fn a_sequencer_poll_that_never_completes_ends_the_boot_at_its_timeout() {
     );
     assert_failed_at(&server, &e, BootStep::InitDone);
     assert!(!server.device().gsp_rm().init_done());
+}
+
+/// A bus that passes everything through to the sim, and meddles once:
+/// `meddle` sees each access first and may act on the card or the data.
+struct Meddling<'a> {
+    t: &'a mut TinyGpuTransport,
+    server: &'a Server<Card>,
+    /// Called with the card on every BAR0 write (register, value).
+    on_write: fn(&Server<Card>, u32, u32),
+    /// Called on every DMA write's bytes before they go out.
+    on_dma: fn(&mut [u8]),
+}
+
+impl CardBus for Meddling<'_> {
+    fn read32(&mut self, reg: u32) -> Result<u32, PciError> {
+        CardBus::read32(self.t, reg)
+    }
+    fn write32(&mut self, reg: u32, value: u32) -> Result<(), PciError> {
+        let r = CardBus::write32(self.t, reg, value);
+        (self.on_write)(self.server, reg, value);
+        r
+    }
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError> {
+        CardBus::alloc_dma(self.t, bytes)
+    }
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        let mut data = data.to_vec();
+        (self.on_dma)(&mut data);
+        CardBus::dma_write(self.t, id, offset, &data)
+    }
+    fn dma_read(&mut self, id: DmaId, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {
+        CardBus::dma_read(self.t, id, offset, len)
+    }
+    fn config_read32(&mut self, offset: u16) -> Result<u32, PciError> {
+        CardBus::config_read32(self.t, offset)
+    }
+    fn reset_function(&mut self) -> Result<(), PciError> {
+        CardBus::reset_function(self.t)
+    }
+    fn clear_bus_master(&mut self) -> Result<(), PciError> {
+        CardBus::clear_bus_master(self.t)
+    }
+}
+
+fn leave_alone(_: &Server<Card>, _: u32, _: u32) {}
+fn keep_bytes(_: &mut [u8]) {}
+
+#[test]
+fn an_fmc_image_changed_in_host_memory_fails_the_fsps_hash_check() {
+    let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Unix);
+    let fmc = sim_host::fmc_image();
+    // Whatever writes the FMC image's bytes, one of them flipped.
+    fn flip_the_fmc(data: &mut [u8]) {
+        if data.starts_with(&sim_host::fmc_image()) {
+            data[100] ^= 1;
+        }
+    }
+    assert!(fmc.len() > 100);
+    let mut bus = Meddling {
+        t: &mut t,
+        server: &server,
+        on_write: leave_alone,
+        on_dma: flip_the_fmc,
+    };
+    let e = boot_through_fsp(&mut bus, &test_firmware(), &patience())
+        .err()
+        .expect("the FSP refuses");
+    assert!(
+        matches!(
+            e.error,
+            BootError::Staging {
+                source: BareError::FspRefused { code: 0x05 },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_failed_at(&server, &e, BootStep::ChainOfTrust);
+}
+
+#[test]
+fn a_card_that_drops_off_the_bus_mid_boot_ends_in_a_bounded_typed_error() {
+    let (server, _dir, mut t) = world(Card::new(card_trusting_the_test_key()), Socket::Unix);
+    // Gone the moment the COT request is rung in.
+    fn drop_at_the_cot(server: &Server<Card>, reg: u32, _: u32) {
+        if reg == NV_PFSP_QUEUE_HEAD_0::ADDR {
+            server.device().inject(DeviceFault::OffTheBus);
+        }
+    }
+    let mut bus = Meddling {
+        t: &mut t,
+        server: &server,
+        on_write: drop_at_the_cot,
+        on_dma: keep_bytes,
+    };
+    let start = std::time::Instant::now();
+    let e = boot_through_fsp(&mut bus, &test_firmware(), &patience())
+        .err()
+        .expect("off the bus");
+    // Bounded by the patience given, never a hang; a card off the bus
+    // cannot have its bus mastering cleared, so that is not asserted.
+    assert!(start.elapsed() < Duration::from_secs(10), "{e}");
+    assert_eq!(e.step(), BootStep::ChainOfTrust, "{e}");
+    assert!(
+        matches!(
+            e.error,
+            BootError::Staging {
+                source: BareError::Timeout { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -11,8 +11,9 @@
 use super::early::{self, EarlyError, CARD_BOOT_PATIENCE};
 use super::poll::{poll_register, PollError};
 use super::{
-    send_cot, stage_for_fsp, BareError, CardBus, GspRpc, GspStaticInfo, LibosRegion, RpcError,
-    RpcQueue, SharedBlock, Staged, StaticInfoError, SystemInfo, RMARGS_BYTES,
+    send_cot_with, stage_for_fsp, BareError, CardBus, FspChannel, GspRpc, GspStaticInfo,
+    LibosRegion, RpcError, RpcQueue, SharedBlock, Staged, StaticInfoError, SystemInfo,
+    RMARGS_BYTES,
 };
 use super::{Notice, RpcEntry};
 use crate::bare::init_messages::{packed_registry, InitMessageError, DRIVER_REGISTRY};
@@ -36,6 +37,8 @@ use std::time::{Duration, Instant};
 pub struct BootPatience {
     /// The card's own boot after power-on or a reset.
     pub card_boot: Duration,
+    /// The FSP's answer to the COT request.
+    pub fsp_answer: Duration,
     /// From the FSP's answer to the GSP's RISC-V core released.
     pub gsp_start: Duration,
     /// From the release to GSP-RM linking its status queue.
@@ -50,6 +53,7 @@ impl Default for BootPatience {
     fn default() -> BootPatience {
         BootPatience {
             card_boot: CARD_BOOT_PATIENCE,
+            fsp_answer: FspChannel::default().timeout,
             gsp_start: Duration::from_secs(10),
             queue_link: Duration::from_secs(10),
             init_done: Duration::from_secs(10),
@@ -216,7 +220,7 @@ pub fn boot_through_fsp(
     bus: &mut dyn CardBus,
     fw: &FirmwareSet,
     patience: &BootPatience,
-) -> Result<BootedGsp, BootFailed> {
+) -> Result<BootedGsp, Box<BootFailed>> {
     let mut steps = Steps {
         at: Instant::now(),
         timings: Vec::new(),
@@ -235,12 +239,12 @@ pub fn boot_through_fsp(
                     rpc.notices().cloned().collect(),
                 )
             });
-            Err(BootFailed {
+            Err(Box::new(BootFailed {
                 error,
                 timings: steps.timings,
                 transcript,
                 notices,
-            })
+            }))
         }
     }
 }
@@ -377,7 +381,11 @@ fn start_gsp_rm(
     steps.done(InitMessages);
 
     // The FSP checks the FMC and starts it.
-    send_cot(bus, staged).map_err(|source| BootError::Staging {
+    let fsp = FspChannel {
+        timeout: patience.fsp_answer,
+        ..FspChannel::default()
+    };
+    send_cot_with(bus, staged, &fsp).map_err(|source| BootError::Staging {
         step: ChainOfTrust,
         source,
     })?;
