@@ -323,6 +323,36 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_boots_report_keeps_its_steps_and_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = CrashReport {
+            cause: ReportCause::BootFailed {
+                step: "InitDone".into(),
+                chain: vec!["boot step InitDone: a checksum".into()],
+            },
+            actors: Vec::new(),
+            boot: Some(BootTranscript {
+                steps: vec![("Identify".into(), 1500)],
+                rpc: vec!["+ 0.300 ms -> GSP_SET_SYSTEM_INFO seq 0 (928 bytes)".into()],
+                notices: vec!["MmuFaultQueued".into()],
+            }),
+            ..sample()
+        };
+        let back = CrashReport::read(&r.write_into(dir.path()).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let text = back.render();
+        for line in [
+            "cause:      our boot of GSP-RM stopped at step InitDone",
+            "error:      boot step InitDone: a checksum",
+            "  Identify               1.500 ms",
+            "-> GSP_SET_SYSTEM_INFO seq 0",
+            "notices from GSP-RM:\n  MmuFaultQueued",
+        ] {
+            assert!(text.contains(line), "`{line}` missing from:\n{text}");
+        }
+    }
+
+    #[test]
     fn refuses_garbage_and_other_formats() {
         let dir = tempfile::tempdir().unwrap();
         let junk = dir.path().join("junk.msgpack");

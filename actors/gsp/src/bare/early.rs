@@ -267,6 +267,8 @@ mod tests {
         values: HashMap<u32, u32>,
         resets: u32,
         wpr2_sticks: bool,
+        /// GB202's BAR firewall stays engaged.
+        firewall_stuck: bool,
     }
 
     impl CardBus for Regs {
@@ -286,8 +288,12 @@ mod tests {
         fn dma_read(&mut self, _: DmaId, _: u64, _: u64) -> Result<Vec<u8>, PciError> {
             unreachable!("early steps stage nothing")
         }
-        fn config_read32(&mut self, _: u16) -> Result<u32, PciError> {
-            Ok(0)
+        fn config_read32(&mut self, offset: u16) -> Result<u32, PciError> {
+            Ok(if offset == GB202_VSEC_DEBUG_SEC_2 && self.firewall_stuck {
+                BAR_FIREWALL_ENGAGE
+            } else {
+                0
+            })
         }
 
         fn reset_function(&mut self) -> Result<(), PciError> {
@@ -369,6 +375,20 @@ mod tests {
         assert_eq!(scratch, &[0, 0xDEAD, 0, 0]);
         // GH100's status sits elsewhere: GB202's register does not count.
         assert!(wait_card_boot(&mut r, FirmwareChip::Gh100, Duration::from_millis(1)).is_err());
+    }
+
+    #[test]
+    fn a_bar_firewall_that_stays_up_is_named_and_only_gb202_has_one() {
+        let mut r = gb202_booted();
+        r.firewall_stuck = true;
+        assert!(matches!(
+            ensure_fresh(&mut r, FirmwareChip::Gb202, Duration::from_millis(5)),
+            Err(EarlyError::BarFirewall {
+                offset: GB202_VSEC_DEBUG_SEC_2,
+                ..
+            })
+        ));
+        assert!(wait_bar_firewall(&mut r, FirmwareChip::Gh100, Duration::ZERO).is_ok());
     }
 
     #[test]
