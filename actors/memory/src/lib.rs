@@ -12,7 +12,12 @@
 mod actor;
 mod error;
 mod freed;
+mod page_mapping;
+mod page_tables;
 mod range;
+mod table_memory;
+mod table_pool;
+mod tlb_invalidate;
 
 pub use actor::{
     spawn, DeviceBuffer, DeviceWindow, HostBuffer, MemoryHandle, MemoryRequest, MemoryService,
@@ -20,4 +25,9 @@ pub use actor::{
 };
 pub use error::MemoryError;
 pub use freed::{KEEP_BYTES, KEEP_LARGEST};
+pub use page_mapping::{AddressKind, Aperture, MappedPage, PageFlags, PageSize, PageTableError};
+pub use page_tables::PageTables;
 pub use range::{RangeAllocator, RangeError};
+pub use table_memory::{TableMemory, TableMemoryError};
+pub use table_pool::TablePoolError;
+pub use tlb_invalidate::{PageDirectoryBase, TlbInvalidate};
