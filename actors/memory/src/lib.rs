@@ -10,6 +10,7 @@
 //! 256-byte aligned, as CUDA promises and ggml assumes.
 
 mod actor;
+mod allocation;
 mod error;
 mod freed;
 mod page_mapping;
@@ -18,11 +19,14 @@ mod range;
 mod table_memory;
 mod table_pool;
 mod tlb_invalidate;
+mod va_tlsf;
+mod vram_segregated;
 
 pub use actor::{
     spawn, DeviceBuffer, DeviceWindow, HostBuffer, MemoryHandle, MemoryRequest, MemoryService,
     MemoryStats, NEVER_MAPPED_VA,
 };
+pub use allocation::{AllocError, FreeSpace};
 pub use error::MemoryError;
 pub use freed::{KEEP_BYTES, KEEP_LARGEST};
 pub use page_mapping::{AddressKind, Aperture, MappedPage, PageFlags, PageSize, PageTableError};
@@ -31,3 +35,5 @@ pub use range::{RangeAllocator, RangeError};
 pub use table_memory::{TableMemory, TableMemoryError};
 pub use table_pool::TablePoolError;
 pub use tlb_invalidate::{PageDirectoryBase, TlbInvalidate};
+pub use va_tlsf::TlsfAllocator;
+pub use vram_segregated::SegregatedFitAllocator;
