@@ -35,5 +35,5 @@ pub use range::{RangeAllocator, RangeError};
 pub use table_memory::{TableMemory, TableMemoryError};
 pub use table_pool::TablePoolError;
 pub use tlb_invalidate::{PageDirectoryBase, TlbInvalidate};
-pub use va_tlsf::TlsfAllocator;
+pub use va_tlsf::{TlsfAllocator, DEVICE_POINTER_ALIGN};
 pub use vram_segregated::SegregatedFitAllocator;

@@ -158,6 +158,12 @@ pub enum PageTableError {
     Memory(#[from] TableMemoryError),
     #[error("an invalidation of the VA space at {pdb:#x}, not this one")]
     ForeignInvalidate { pdb: u64 },
+    #[error("the entry at {address:#x} reads {found:#x}, not the {expected:#x} written")]
+    Diverged {
+        address: u64,
+        expected: u128,
+        found: u128,
+    },
     #[error("page tables inconsistent: {reason}")]
     Invariant { reason: &'static str },
 }

@@ -379,6 +379,36 @@ impl<M: TableMemory> PageTables<M> {
         Ok(())
     }
 
+    /// Read every table back and compare it with the copy kept here: a
+    /// check that the writes landed (a window misprogrammed, a write lost
+    /// on the way), for tests and after a reset. Reads every table.
+    ///
+    /// # Errors
+    /// The first entry that differs, or the memory unreachable.
+    pub fn verify(&self) -> Result<(), PageTableError> {
+        for (key, table) in &self.tables {
+            let size = key.kind.level().entry_bytes;
+            // CAST: a table is at most a page, an entry 16 bytes.
+            let mut bytes = vec![0; key.kind.bytes() as usize];
+            self.memory.read(table.address, &mut bytes)?;
+            for (i, (chunk, &expected)) in
+                bytes.chunks(size as usize).zip(&table.entries).enumerate()
+            {
+                let mut raw = [0u8; 16];
+                raw[..chunk.len()].copy_from_slice(chunk);
+                let found = u128::from_le_bytes(raw);
+                if found != expected {
+                    return Err(PageTableError::Diverged {
+                        address: table.address + i as u64 * size,
+                        expected,
+                        found,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The page mapping `va`, from the copy kept here.
     ///
     /// # Errors

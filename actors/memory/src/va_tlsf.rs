@@ -20,6 +20,10 @@
 use crate::allocation::{AllocError, FreeSpace};
 use std::collections::HashMap;
 
+/// The granule of device pointers: every one is 256-byte aligned, as
+/// CUDA promises and ggml assumes.
+pub const DEVICE_POINTER_ALIGN: u64 = 256;
+
 /// Second-level steps per power of two.
 const SL_BITS: u32 = 5;
 const SL_COUNT: usize = 1 << SL_BITS;
@@ -424,7 +428,7 @@ mod tests {
 
     #[test]
     fn aligns_splits_and_merges_back() {
-        let mut a = TlsfAllocator::new(0x1000, 64 << 20, 256).unwrap();
+        let mut a = TlsfAllocator::new(0x1000, 64 << 20, DEVICE_POINTER_ALIGN).unwrap();
         let p = a.alloc(1, 1).unwrap();
         assert_eq!(p % 256, 0);
         let q = a.alloc(100, 2 << 20).unwrap();
@@ -449,7 +453,7 @@ mod tests {
 
     #[test]
     fn refuses_with_typed_errors() {
-        let mut a = TlsfAllocator::new(0, 1 << 20, 256).unwrap();
+        let mut a = TlsfAllocator::new(0, 1 << 20, DEVICE_POINTER_ALIGN).unwrap();
         assert_eq!(a.alloc(0, 256), Err(AllocError::ZeroSize));
         assert_eq!(a.alloc(1, 3), Err(AllocError::BadAlignment { align: 3 }));
         let p = a.alloc(4096, 256).unwrap();
@@ -465,7 +469,7 @@ mod tests {
             })
         );
         assert!(matches!(
-            TlsfAllocator::new(100, 1 << 20, 256),
+            TlsfAllocator::new(100, 1 << 20, DEVICE_POINTER_ALIGN),
             Err(AllocError::BadRange { .. })
         ));
     }

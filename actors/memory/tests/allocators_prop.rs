@@ -4,7 +4,9 @@
 //! bad frees are refused by kind, and freeing everything leaves the whole
 //! range as one free block.
 
-use macuda_memory::{AllocError, FreeSpace, SegregatedFitAllocator, TlsfAllocator};
+use macuda_memory::{
+    AllocError, FreeSpace, SegregatedFitAllocator, TlsfAllocator, DEVICE_POINTER_ALIGN as G,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -155,7 +157,7 @@ proptest! {
     #[test]
     fn tlsf_never_overlaps_leaks_or_misaligns(ops in ops(8 * MIB)) {
         let (base, size) = (0x10_0000_0000, 64 * MIB);
-        exercise(TlsfAllocator::new(base, size, 256).unwrap(), base, size, 256, ops)?;
+        exercise(TlsfAllocator::new(base, size, G).unwrap(), base, size, G, ops)?;
     }
 
     #[test]
@@ -167,7 +169,7 @@ proptest! {
     /// Small ranges: exhaustion and merging happen all the time.
     #[test]
     fn both_hold_when_space_runs_out(ops in ops(64 << 10)) {
-        exercise(TlsfAllocator::new(0, 256 << 10, 256).unwrap(), 0, 256 << 10, 256, ops.clone())?;
+        exercise(TlsfAllocator::new(0, 256 << 10, G).unwrap(), 0, 256 << 10, G, ops.clone())?;
         exercise(SegregatedFitAllocator::new(0, 256 << 10, 4096).unwrap(), 0, 256 << 10, 4096, ops)?;
     }
 }
@@ -175,7 +177,7 @@ proptest! {
 #[test]
 fn zero_size_is_refused_by_both() {
     assert_eq!(
-        TlsfAllocator::new(0, MIB, 256).unwrap().alloc(0, 1),
+        TlsfAllocator::new(0, MIB, G).unwrap().alloc(0, 1),
         Err(AllocError::ZeroSize)
     );
     assert_eq!(

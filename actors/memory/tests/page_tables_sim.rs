@@ -538,5 +538,102 @@ proptest! {
             t.invalidated(inv).unwrap();
         }
         prop_assert_eq!((t.tables(), t.free_pool_pages()), (1, free));
+        prop_assert_eq!(t.verify(), Ok(()));
     }
+}
+
+/// Video memory as a plain buffer that loses one chosen write, as a
+/// window misprogrammed or a transport dropping a posted write would.
+struct LossyVram {
+    bytes: Vec<u8>,
+    writes: usize,
+    lose: usize,
+}
+
+impl TableMemory for LossyVram {
+    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), TableMemoryError> {
+        let a = address as usize;
+        let src = self.bytes.get(a..a + out.len()).ok_or(TableMemoryError {
+            address,
+            len: out.len(),
+            why: "past the buffer".into(),
+        })?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write(&mut self, address: u64, data: &[u8]) -> Result<(), TableMemoryError> {
+        self.writes += 1;
+        if self.writes == self.lose {
+            return Ok(());
+        }
+        let a = address as usize;
+        let len = data.len();
+        let dst = self.bytes.get_mut(a..a + len).ok_or(TableMemoryError {
+            address,
+            len,
+            why: "past the buffer".into(),
+        })?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+}
+
+#[test]
+fn verify_finds_a_write_that_never_landed() {
+    let lossy = |lose| LossyVram {
+        bytes: vec![0xA5; 1 << 20],
+        writes: 0,
+        lose,
+    };
+    let d = PageFlags::default();
+    // Write 1 zeroes the root; writes 2 to 11 zero PD3, PD2, PD1, PD0 and
+    // the small table, each then linked; write 12 is both PTEs, one run.
+    let mut t = PageTables::new(lossy(usize::MAX), 0..1 << 20).unwrap();
+    let _ = t
+        .map(
+            0x40_0000,
+            0x80_0000,
+            8 * KIB,
+            PageSize::Small,
+            Aperture::Video,
+            d,
+        )
+        .unwrap();
+    assert_eq!(t.verify(), Ok(()));
+    // The leaf write lost: the entry reads zero where a PTE was written.
+    let mut t = PageTables::new(lossy(12), 0..1 << 20).unwrap();
+    let _ = t
+        .map(
+            0x40_0000,
+            0x80_0000,
+            8 * KIB,
+            PageSize::Small,
+            Aperture::Video,
+            d,
+        )
+        .unwrap();
+    assert!(
+        matches!(t.verify(), Err(PageTableError::Diverged { found: 0, .. })),
+        "{:?}",
+        t.verify()
+    );
+    // A table's zeroing lost: it still reads the power-on pattern.
+    let mut t = PageTables::new(lossy(2), 0..1 << 20).unwrap();
+    let _ = t
+        .map(
+            0x40_0000,
+            0x80_0000,
+            8 * KIB,
+            PageSize::Small,
+            Aperture::Video,
+            d,
+        )
+        .unwrap();
+    let e = t.verify().unwrap_err();
+    assert!(
+        matches!(e, PageTableError::Diverged { expected: 0, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("a5a5"), "{e}");
 }
