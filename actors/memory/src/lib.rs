@@ -1,7 +1,10 @@
 //! The memory actor owns device memory: the GPU virtual-address allocator,
 //! every live allocation by device pointer, and pinned host memory the GPU
-//! reaches by DMA. Bare metal it keeps the VRAM allocator and will build
-//! MMU v3 page tables itself (CPU access goes through the transport); over
+//! reaches by DMA. Bare metal it keeps the VRAM allocator and builds the
+//! MMU v3 page tables itself ([`PageTables`], with [`TlsfAllocator`] for
+//! VAs and [`SegregatedFitAllocator`] for video memory: library pieces,
+//! not yet wired into the actor, which waits on the GSP boot; CPU access
+//! goes through the transport); over
 //! the kernel module RM allocates and UVM maps at the addresses this actor
 //! chooses, and CPU access goes through views RM mapped (made on first
 //! use). It calls the gsp actor (for RM objects, memory and views) and the

@@ -483,10 +483,20 @@ impl<M: TableMemory> PageTables<M> {
                 }
             }
         }
-        for (key, address) in placed {
+        let mut placed = placed.into_iter();
+        while let Some((key, address)) = placed.next() {
             // CAST: a table is at most a page.
-            self.memory
-                .write(address, &vec![0; key.kind.bytes() as usize])?;
+            if let Err(e) = self
+                .memory
+                .write(address, &vec![0; key.kind.bytes() as usize])
+            {
+                // Tables not yet linked were never seen by the GPU.
+                self.give_back(key.kind, address);
+                for (k, a) in placed {
+                    self.give_back(k.kind, a);
+                }
+                return Err(e.into());
+            }
             self.tables.insert(
                 key,
                 Table {

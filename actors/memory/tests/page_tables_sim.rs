@@ -460,6 +460,8 @@ enum Op {
         size: PageSize,
         slot: u64,
         pa_page: u64,
+        aperture: Aperture,
+        flags: PageFlags,
     },
     Unmap {
         slot: u64,
@@ -472,8 +474,20 @@ fn op() -> impl Strategy<Value = Op> {
         Just(PageSize::Big),
         Just(PageSize::Huge)
     ];
+    let aperture = prop_oneof![
+        Just(Aperture::Video),
+        Just(Aperture::SystemCoherent),
+        Just(Aperture::SystemNonCoherent)
+    ];
+    let flags = (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(r, n, u)| PageFlags {
+        read_only: r,
+        no_atomic: n,
+        uncached: u,
+    });
     prop_oneof![
-        3 => (size, 0u64..4096, 0u64..1024).prop_map(|(size, slot, pa_page)| Op::Map { size, slot, pa_page }),
+        3 => (size, 0u64..4096, 0u64..1024, aperture, flags).prop_map(
+            |(size, slot, pa_page, aperture, flags)| Op::Map { size, slot, pa_page, aperture, flags }
+        ),
         2 => (0u64..4096).prop_map(|slot| Op::Unmap { slot }),
     ]
 }
@@ -489,26 +503,26 @@ proptest! {
     fn the_sim_walks_what_a_model_of_the_mappings_says(ops in proptest::collection::vec(op(), 1..60)) {
         let mut t = tables();
         let free = t.free_pool_pages();
-        // Model: page VA -> (size, PA).
-        let mut model: BTreeMap<u64, (PageSize, u64)> = BTreeMap::new();
+        // Model: page VA -> (size, PA, where, access).
+        let mut model: BTreeMap<u64, (PageSize, u64, Aperture, PageFlags)> = BTreeMap::new();
         for op in ops {
             match op {
-                Op::Map { size, slot, pa_page } => {
+                Op::Map { size, slot, pa_page, aperture, flags } => {
                     let bytes = size.bytes();
                     let va = (WINDOW + slot * 4 * KIB) & !(bytes - 1);
                     let pa = pa_page * bytes;
-                    let clash = model.iter().any(|(&v, &(s, _))| v < va + bytes && va < v + s.bytes());
-                    let got = t.map(va, pa, bytes, size, Aperture::Video, PageFlags::default());
+                    let clash = model.iter().any(|(&v, &(s, ..))| v < va + bytes && va < v + s.bytes());
+                    let got = t.map(va, pa, bytes, size, aperture, flags);
                     if clash {
                         prop_assert!(matches!(got, Err(PageTableError::Overlap { .. })), "{got:?}");
                     } else {
                         t.invalidated(got.unwrap()).unwrap();
-                        model.insert(va, (size, pa));
+                        model.insert(va, (size, pa, aperture, flags));
                     }
                 }
                 Op::Unmap { slot } => {
                     let va = WINDOW + slot * 4 * KIB;
-                    let hit = model.iter().find(|(&v, &(s, _))| v <= va && va < v + s.bytes()).map(|(&v, &(s, _))| (v, s));
+                    let hit = model.iter().find(|(&v, &(s, ..))| v <= va && va < v + s.bytes()).map(|(&v, &(s, ..))| (v, s));
                     match hit {
                         Some((v, s)) => {
                             let inv = t.unmap(v, s.bytes()).unwrap();
@@ -522,18 +536,20 @@ proptest! {
         }
         for slot in 0..4096u64 {
             let va = WINDOW + slot * 4 * KIB + 0x18;
-            let expect = model.iter().find(|(&v, &(s, _))| v <= va && va < v + s.bytes());
+            let expect = model.iter().find(|(&v, &(s, ..))| v <= va && va < v + s.bytes());
             match (expect, walk(t.memory(), root(&t), va)) {
-                (Some((&v, &(s, pa))), Ok(Walked::Page(p))) => {
+                (Some((&v, &(s, pa, aperture, flags))), Ok(Walked::Page(p))) => {
                     prop_assert_eq!(p.size, s.bytes());
                     prop_assert_eq!(p.physical(va), pa + (va - v));
+                    prop_assert_eq!(p.target, target(aperture));
+                    prop_assert_eq!(p.pcf, flags.pcf());
                 }
                 (None, Err(_)) => {}
                 (e, w) => prop_assert!(false, "VA {va:#x}: model {e:?}, walk {w:?}"),
             }
         }
         // Unmapping everything gives every table back.
-        for (&v, &(s, _)) in &model {
+        for (&v, &(s, ..)) in &model {
             let inv = t.unmap(v, s.bytes()).unwrap();
             t.invalidated(inv).unwrap();
         }
