@@ -573,10 +573,10 @@ impl<M: TableMemory> PageTables<M> {
         })?;
         let size = key.kind.level().entry_bytes;
         // CAST: entries are 8 or 16 bytes.
-        let bytes: Vec<u8> = entries
-            .iter()
-            .flat_map(|e| e.to_le_bytes()[..size as usize].to_vec())
-            .collect();
+        let mut bytes = Vec::with_capacity(entries.len() * size as usize);
+        for e in entries {
+            bytes.extend_from_slice(&e.to_le_bytes()[..size as usize]);
+        }
         self.memory
             .write(table.address + first as u64 * size, &bytes)?;
         for (slot, &e) in table.entries[first..].iter_mut().zip(entries) {

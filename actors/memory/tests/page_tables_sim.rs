@@ -653,3 +653,29 @@ fn verify_finds_a_write_that_never_landed() {
     );
     assert!(e.to_string().contains("a5a5"), "{e}");
 }
+
+#[test]
+fn a_tables_worth_of_pages_is_one_write() {
+    // Over Thunderbolt each write to the window is a transaction of its
+    // own: the 512 PTEs of a page table go out together.
+    let mut t = PageTables::new(
+        LossyVram {
+            bytes: vec![0; 1 << 20],
+            writes: 0,
+            lose: usize::MAX,
+        },
+        0..1 << 20,
+    )
+    .unwrap();
+    let before = t.memory().writes;
+    let d = PageFlags::default();
+    let _ = t
+        .map(0x20_0000, 0, 2 * MIB, PageSize::Small, Aperture::Video, d)
+        .unwrap();
+    // Five tables zeroed and linked, then the 512 entries.
+    assert_eq!(t.memory().writes - before, 5 * 2 + 1);
+    let _ = t.unmap(0x20_0000, 2 * MIB).unwrap();
+    // The entries cleared in one write, then five tables unlinked.
+    assert_eq!(t.memory().writes - before, 11 + 1 + 5);
+    assert_eq!(t.verify(), Ok(()));
+}
