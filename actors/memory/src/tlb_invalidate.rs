@@ -25,8 +25,9 @@ pub struct TlbInvalidate {
     pub pdb: PageDirectoryBase,
     /// The VAs whose translations changed.
     pub va: Range<u64>,
-    /// Directory levels whose entries changed, from the root (0, PD4)
-    /// down: the invalidate must reach the directory caches this deep.
+    /// The shallowest table whose entries changed, by depth: 0 is PD4,
+    /// 4 is PD0, 5 a page table. Directory caches from this depth down
+    /// hold stale entries; an invalidate of all levels covers any value.
     pub shallowest_level: usize,
     /// Tables emptied and unlinked: they go back to the pool once the
     /// invalidation is done, never before.
