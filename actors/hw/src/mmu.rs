@@ -49,6 +49,14 @@ pub mod pde {
     pub const ADDRESS: EntryField = field("address", 51, 12);
     pub const ADDRESS_SHIFT: u32 = 12;
     pub const ALL: &[EntryField] = &[IS_PTE, APERTURE, PCF, ADDRESS];
+
+    /// PCF of a directory entry pointing at a table: cached, no ATS (a
+    /// discrete GPU has no use for address translation services). What
+    /// tinygrad and nouveau write for tables in video memory.
+    pub const PCF_VALID_CACHED_ATS_NOT_ALLOWED: u64 = 2;
+    /// PCF of an empty directory entry: invalid, not sparse (an access
+    /// under it faults).
+    pub const PCF_INVALID_ATS_ALLOWED: u64 = 0;
 }
 
 /// `NV_MMU_VER3_DUAL_PDE`: PD0's 16-byte entry, pointing at a 64 KiB
@@ -64,6 +72,9 @@ pub mod dual_pde {
     pub const APERTURE_SMALL: EntryField = field("aperture_small", 66, 65);
     pub const PCF_SMALL: EntryField = field("pcf_small", 69, 67);
     pub const ADDRESS_SMALL: EntryField = field("address_small", 115, 76);
+    /// The PCF of each half pointing at a table takes the PDE's values
+    /// (`pde::PCF_*`); pinned to both halves' names in the oracle.
+    pub const PCF_VALID_CACHED_ATS_NOT_ALLOWED: u64 = super::pde::PCF_VALID_CACHED_ATS_NOT_ALLOWED;
     /// The big table is 256-byte aligned, the small one 4 KiB.
     pub const ADDRESS_BIG_SHIFT: u32 = 8;
     pub const ADDRESS_SHIFT: u32 = 12;

@@ -232,6 +232,23 @@ fn mmu_v3_entries_match_the_oracle() {
         c("NV_MMU_PTE_KIND_GENERIC_MEMORY"),
         pte::KIND_GENERIC_MEMORY
     );
+    assert_eq!(
+        c("NV_MMU_VER3_PDE_PCF_VALID_CACHED_ATS_NOT_ALLOWED"),
+        pde::PCF_VALID_CACHED_ATS_NOT_ALLOWED
+    );
+    assert_eq!(
+        c("NV_MMU_VER3_PDE_PCF_INVALID_ATS_ALLOWED"),
+        pde::PCF_INVALID_ATS_ALLOWED
+    );
+    for half in ["BIG", "SMALL"] {
+        assert_eq!(
+            c(&format!(
+                "NV_MMU_VER3_DUAL_PDE_PCF_{half}_VALID_CACHED_ATS_NOT_ALLOWED"
+            )),
+            dual_pde::PCF_VALID_CACHED_ATS_NOT_ALLOWED,
+            "{half}"
+        );
+    }
     assert_eq!(c("NV_MMU_VER3_PTE_PCF_INVALID"), pte::PCF_INVALID);
     assert_eq!(c("NV_MMU_VER3_PTE_PCF_SPARSE"), pte::PCF_SPARSE);
     assert_eq!(

@@ -1,7 +1,10 @@
 //! The memory actor owns device memory: the GPU virtual-address allocator,
 //! every live allocation by device pointer, and pinned host memory the GPU
-//! reaches by DMA. Bare metal it keeps the VRAM allocator and will build
-//! MMU v3 page tables itself (CPU access goes through the transport); over
+//! reaches by DMA. Bare metal it keeps the VRAM allocator and builds the
+//! MMU v3 page tables itself ([`PageTables`], with [`TlsfAllocator`] for
+//! VAs and [`SegregatedFitAllocator`] for video memory: library pieces,
+//! not yet wired into the actor, which waits on the GSP boot; CPU access
+//! goes through the transport); over
 //! the kernel module RM allocates and UVM maps at the addresses this actor
 //! chooses, and CPU access goes through views RM mapped (made on first
 //! use). It calls the gsp actor (for RM objects, memory and views) and the
@@ -10,14 +13,30 @@
 //! 256-byte aligned, as CUDA promises and ggml assumes.
 
 mod actor;
+mod allocation;
 mod error;
 mod freed;
+mod page_mapping;
+mod page_tables;
 mod range;
+mod table_memory;
+mod table_pool;
+mod tlb_invalidate;
+mod va_tlsf;
+mod vram_segregated;
 
 pub use actor::{
     spawn, DeviceBuffer, DeviceWindow, HostBuffer, MemoryHandle, MemoryRequest, MemoryService,
     MemoryStats, NEVER_MAPPED_VA,
 };
+pub use allocation::{AllocError, FreeSpace};
 pub use error::MemoryError;
 pub use freed::{KEEP_BYTES, KEEP_LARGEST};
+pub use page_mapping::{AddressKind, Aperture, MappedPage, PageFlags, PageSize, PageTableError};
+pub use page_tables::PageTables;
 pub use range::{RangeAllocator, RangeError};
+pub use table_memory::{TableMemory, TableMemoryError};
+pub use table_pool::TablePoolError;
+pub use tlb_invalidate::{PageDirectoryBase, TlbInvalidate};
+pub use va_tlsf::{TlsfAllocator, DEVICE_POINTER_ALIGN};
+pub use vram_segregated::SegregatedFitAllocator;
