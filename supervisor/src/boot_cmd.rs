@@ -224,6 +224,15 @@ fn print_booted(b: &BootedGsp, out: &mut dyn Write) {
             (region.end - region.start) >> 20
         );
     }
+    let _ = writeln!(
+        out,
+        "vram:      ours below {:#x} ({} MiB, {:.1}% of VRAM); the firmware's lowest byte {:#x}, {} MiB above",
+        b.vram_ceiling,
+        b.vram_ceiling >> 20,
+        100.0 * b.vram_ceiling as f64 / b.vram_bytes as f64,
+        b.firmware_floor,
+        (b.firmware_floor - b.vram_ceiling) >> 20
+    );
     let runs = b.rpc.sequencer_runs().len();
     if runs > 0 {
         let _ = writeln!(out, "sequencer: {runs} script(s) run for GSP-RM");

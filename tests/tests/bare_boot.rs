@@ -26,6 +26,7 @@ use macuda_sim::gsp_rm::BootScript;
 use macuda_sim::{Card, Listen, Server, SimChip};
 use macuda_tests::sim_host;
 use macuda_tests::sim_host::{card_trusting_the_test_key, test_firmware, test_firmware_for};
+use std::ops::Range;
 use std::time::Duration;
 
 /// Short waits: the sim answers in milliseconds, and a test that fails
@@ -102,7 +103,18 @@ fn check_booted(server: &Server<Card>, t: &mut TinyGpuTransport, booted: &mut Bo
     let info = &booted.static_info;
     assert_eq!(info.name, card.chip().marketing_name);
     assert_eq!(info.fb_length, card.chip().vram_bytes());
-    assert_eq!(info.fb_regions, vec![0..layout.non_wpr_heap_offset]);
+    assert_eq!(
+        info.fb_regions,
+        [Range {
+            start: 0,
+            end: layout.non_wpr_heap_offset
+        }]
+    );
+    // Our ceiling sits below the firmware's lowest byte, which is what the
+    // card reported, and leaves at least 99% of VRAM to hand out.
+    assert_eq!(booted.firmware_floor, layout.non_wpr_heap_offset);
+    assert!(booted.vram_ceiling <= booted.firmware_floor);
+    assert!(booted.vram_ceiling as f64 >= 0.99 * booted.vram_bytes as f64);
     assert!(card.bus_master());
     drop(card);
     assert!(booted.rpc.init_done());

@@ -204,11 +204,19 @@ pub struct FwHeapRule {
 
 impl FwHeapRule {
     /// `gspFwHeapSize` for a board with `fb_bytes` of VRAM.
-    pub fn heap_bytes(&self, fb_bytes: u64) -> u64 {
+    pub const fn heap_bytes(&self, fb_bytes: u64) -> u64 {
         let fb_term = (self.per_gib_fb * fb_bytes.div_ceil(GIB)).next_multiple_of(self.term_align);
         let client_term =
             (self.per_client_alloc * self.client_allocs).next_multiple_of(self.term_align);
-        (self.os_carveout + self.base_rm + fb_term + client_term).clamp(self.min, self.max)
+        let heap = self.os_carveout + self.base_rm + fb_term + client_term;
+        // `clamp`, in a form a constant can use.
+        if heap < self.min {
+            self.min
+        } else if heap > self.max {
+            self.max
+        } else {
+            heap
+        }
     }
 }
 
@@ -243,7 +251,7 @@ pub struct WprSizes {
 impl WprSizes {
     /// `frtsVidmemOffset` for the COT: the non-WPR heap and the PMU
     /// reservation lie above FRTS at FB's end.
-    pub fn frts_vidmem_offset(&self) -> u64 {
+    pub const fn frts_vidmem_offset(&self) -> u64 {
         (self.non_wpr_heap + self.pmu_reserved).next_multiple_of(FRTS_VIDMEM_ALIGN)
     }
 }

@@ -9,6 +9,7 @@
 //! open, which resets it away (`early::ensure_fresh`).
 
 use super::early::{self, EarlyError, CARD_BOOT_PATIENCE};
+use super::hold_back;
 use super::poll::{poll_register, PollError};
 use super::{
     send_cot_with, stage_for_fsp, BareError, CardBus, FspChannel, GspRpc, GspStaticInfo,
@@ -145,6 +146,17 @@ pub enum BootError {
         region: Range<u64>,
         wpr2: Range<u64>,
     },
+    #[error(
+        "our VRAM ceiling {ceiling:#x} is above the firmware's floor {floor:#x}: \
+         the hold-back does not cover what this firmware took"
+    )]
+    CeilingAboveFloor { ceiling: u64, floor: u64 },
+    #[error("{what} is {bytes} bytes, more than the {accounted} the VRAM hold-back accounts for")]
+    ImageLargerThanAccounted {
+        what: &'static str,
+        bytes: u64,
+        accounted: u64,
+    },
     #[error("GSP_INIT_DONE came but WPR2 is down: the firmware did not place itself")]
     Wpr2Down,
     #[error("WPR2 {region:#x?} lies outside the card's {vram_bytes:#x} bytes of VRAM")]
@@ -167,7 +179,9 @@ impl BootError {
             BootError::RiscvInactive { .. } => BootStep::RiscvStart,
             BootError::Wpr2Down
             | BootError::Wpr2Outside { .. }
-            | BootError::RegionInWpr2 { .. } => BootStep::Wpr2,
+            | BootError::RegionInWpr2 { .. }
+            | BootError::CeilingAboveFloor { .. } => BootStep::Wpr2,
+            BootError::ImageLargerThanAccounted { .. } => BootStep::Identify,
         }
     }
 }
@@ -200,6 +214,10 @@ pub struct BootedGsp {
     pub vram_bytes: u64,
     /// The region the firmware holds, read back after GSP_INIT_DONE.
     pub wpr2: Range<u64>,
+    /// The top of the VRAM we may hand out (below the family's hold-back),
+    /// and the lowest byte the firmware took, which it was checked under.
+    pub vram_ceiling: u64,
+    pub firmware_floor: u64,
     /// What GSP-RM reported of the card (GET_GSP_STATIC_INFO).
     pub static_info: GspStaticInfo,
     /// The region an earlier boot left, when a reset came first.
@@ -297,6 +315,28 @@ fn boot_steps(
             images: fw.chip,
         });
     }
+    for (what, bytes, accounted) in [
+        (
+            "the GSP-RM image",
+            fw.gsp.image().len(),
+            hold_back::GSP_RM_IMAGE_BYTES,
+        ),
+        (
+            "the GSP-RM bootloader",
+            fw.bootloader.image().len(),
+            hold_back::BOOTLOADER_BYTES,
+        ),
+    ] {
+        // CAST: a slice's length fits u64.
+        let bytes = bytes as u64;
+        if bytes > accounted {
+            return Err(BootError::ImageLargerThanAccounted {
+                what,
+                bytes,
+                accounted,
+            });
+        }
+    }
     steps.done(Identify);
 
     // No firmware of an earlier boot left; the card's own boot finished.
@@ -335,11 +375,13 @@ fn boot_steps(
     // From here on a failure hands the conversation back, so the report
     // can say what was said.
     match start_gsp_rm(bus, fw, patience, steps, &mut rpc, &staged, vram_bytes) {
-        Ok((wpr2, static_info)) => Ok(BootedGsp {
+        Ok((wpr2, static_info, firmware_floor)) => Ok(BootedGsp {
             identity,
             chip,
             vram_bytes,
             wpr2,
+            vram_ceiling: hold_back::vram_ceiling(chip, vram_bytes),
+            firmware_floor,
             static_info,
             was_resident,
             staged,
@@ -364,7 +406,7 @@ fn start_gsp_rm(
     rpc: &mut GspRpc,
     staged: &Staged,
     vram_bytes: u64,
-) -> Result<(Range<u64>, GspStaticInfo), BootError> {
+) -> Result<(Range<u64>, GspStaticInfo, u64), BootError> {
     use BootStep::*;
 
     // What GSP-RM reads before it builds its GPU object: queued now, no
@@ -474,6 +516,14 @@ fn start_gsp_rm(
             wpr2,
         });
     }
+    // Our ceiling below the lowest byte the firmware took.
+    let ceiling = hold_back::vram_ceiling(fw.chip, vram_bytes);
+    let (_, sizes) = hold_back::hold_back(fw.chip);
+    let floor =
+        hold_back::firmware_floor(&wpr2, sizes.non_wpr_heap, &static_info.fb_regions, ceiling);
+    if ceiling > floor {
+        return Err(BootError::CeilingAboveFloor { ceiling, floor });
+    }
     steps.done(Wpr2);
 
     bar1_physical(bus, patience.bar1_bind)?;
@@ -486,7 +536,7 @@ fn start_gsp_rm(
         took = ?steps.timings.iter().map(|(_, d)| *d).sum::<Duration>(),
         "GSP-RM booted through the FSP"
     );
-    Ok((wpr2, static_info))
+    Ok((wpr2, static_info, floor))
 }
 
 /// GspSystemInfo from the card's configuration space. The BARs' bus

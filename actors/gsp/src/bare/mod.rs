@@ -38,6 +38,7 @@ mod error;
 mod fake;
 pub mod fsp_boot;
 pub mod fsp_channel;
+pub mod hold_back;
 pub mod init_messages;
 pub mod libos;
 pub mod logs;
