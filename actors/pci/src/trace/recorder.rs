@@ -2,7 +2,10 @@
 //! and writes each bus-visible op to a trace.
 
 use super::access::Access;
-use super::format::{TraceOp, MAX_RECORDED_MMIO_BYTES, MAX_TRACE_LINE_BYTES, TRACE_HEADER};
+use super::format::{
+    dma_read_pieces, dma_write_hash, TraceOp, MAX_RECORDED_MMIO_BYTES, MAX_TRACE_LINE_BYTES,
+    TRACE_HEADER,
+};
 use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use crate::transport::{BarInfo, DmaId, DmaRegion, Transport};
@@ -15,9 +18,11 @@ use std::path::Path;
 ///
 /// Each op that succeeded is written as one trace line after the wrapped
 /// transport answered; an op that failed is written as a `# failed: ...`
-/// comment, so it is visible to a reader but never replayed. `dma_read`,
-/// `dma_write` and `flush` are forwarded and not recorded (see
-/// [`TraceOp`] for why).
+/// comment, so it is visible to a reader but never replayed. A DMA read is
+/// written with its bytes (in pieces of at most
+/// [`super::MAX_DMA_READ_LINE_BYTES`]), a DMA write with its length and
+/// SHA-256; `flush` is forwarded and not recorded (see [`TraceOp`] for
+/// why).
 ///
 /// If the trace cannot be written, the call that found out returns the
 /// error (even though the op itself reached the card) and every later call
@@ -271,12 +276,43 @@ impl<T: Transport + ?Sized, W: Write + Send> Transport for Recorder<T, W> {
 
     fn dma_read(&mut self, id: DmaId, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
         self.usable()?;
-        self.inner.dma_read(id, offset, out)
+        if let Err(e) = self.inner.dma_read(id, offset, out) {
+            let access = Access::DmaRead {
+                id,
+                offset,
+                len: out.len(),
+            };
+            self.write_line(&format!("# failed: {access}: {}", one_line(&e)))?;
+            return Err(e);
+        }
+        for (at, range) in dma_read_pieces(offset, out.len()) {
+            let op = TraceOp::DmaRead {
+                id,
+                offset: at,
+                data: out[range].to_vec(),
+            };
+            self.write_line(&op.to_string())?;
+        }
+        Ok(())
     }
 
     fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
         self.usable()?;
-        self.inner.dma_write(id, offset, data)
+        let r = self.inner.dma_write(id, offset, data);
+        let sha256 = dma_write_hash(data);
+        let len = data.len() as u64;
+        let access = Access::DmaWrite {
+            id,
+            offset,
+            len,
+            sha256,
+        };
+        self.record(access, r, |()| TraceOp::DmaWrite {
+            id,
+            offset,
+            len,
+            sha256,
+        })
     }
 
     fn function_reset(&mut self) -> Result<(), PciError> {
