@@ -11,14 +11,14 @@ use macuda_gsp::bare::{boot_through_fsp, BootError, BootPatience, BootStep};
 use macuda_gsp::firmware::{FirmwareChip, FirmwareSet, FmcImage};
 use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
 use macuda_pci::{
-    enable_bus_master, DivergenceKind, PciError, Recorder, Replay, ReplayError, Trace, TraceError,
-    TraceOp, TraceWhy, TRACE_HEADER,
+    enable_bus_master, open_transport, record_to, DeviceSpec, DivergenceKind, Opener, PciError,
+    Recorder, Replay, ReplayError, Trace, TraceError, TraceOp, TraceWhy, TRACE_HEADER,
 };
 use macuda_sim::{Card, Listen, Server};
 use macuda_tests::sim_host::{
     card_trusting_the_test_key, fmc_image, test_firmware, test_key, FMC_HEADER,
 };
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// The recording's waits: the sim answers in milliseconds.
@@ -509,4 +509,36 @@ fn a_divergence_during_the_boot_is_in_the_boot_errors_chain() {
         .expect("the trace ends early");
     let r = replay_error_in(&e).expect("the replay's error is in the chain");
     assert!(matches!(&r, ReplayError::Divergence(d) if d.kind == DivergenceKind::PastEnd));
+}
+
+/// The way `macuda --record FILE` and `--device replay:FILE` take: the
+/// session openers, a trace file, the boot on boxed transports.
+#[test]
+fn the_session_openers_record_a_boot_to_a_file_and_replay_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("boot.trace");
+    let listen = Listen::Unix(dir.path().join("s.sock"));
+    let server = Server::start(&listen, Card::new(card_trusting_the_test_key())).unwrap();
+    let card: Arc<dyn Opener> = Arc::new(TinyGpuOpener::new(
+        server.endpoint(),
+        Duration::from_secs(2),
+    ));
+    let recording = record_to(card, &path).unwrap();
+    let mut t = recording.open().unwrap();
+    enable_bus_master(&mut *t).unwrap();
+    let booted = boot_through_fsp(&mut t, &test_firmware(), &recording_patience()).unwrap();
+    assert!(booted.rpc.init_done());
+    drop(t);
+    let said = recording.end_session().unwrap().unwrap();
+    assert!(said.contains("1 connection(s) recorded"), "{said}");
+
+    let replaying = open_transport(&DeviceSpec::Replay { trace: path }).unwrap();
+    let mut t = replaying.open().unwrap();
+    enable_bus_master(&mut *t).unwrap();
+    let booted = boot_through_fsp(&mut t, &test_firmware(), &replay_patience()).unwrap();
+    assert!(booted.rpc.init_done());
+    drop(t);
+    let said = replaying.end_session().unwrap().unwrap();
+    assert!(said.contains(" 0 in gaps"), "{said}");
+    eprintln!("{said}");
 }
