@@ -72,8 +72,9 @@
 //! [`MAX_TRACE_LINE_BYTES`], traces of at most [`MAX_TRACE_BYTES`] and
 //! [`MAX_TRACE_OPS`] ops; the recorder refuses MMIO accesses longer than
 //! [`MAX_RECORDED_MMIO_BYTES`] (before forwarding them) so every trace it
-//! writes can be read back; a replayed DMA region is backed only where the
-//! driver writes, whatever size the trace claims.
+//! writes can be read back, and cuts DMA reads into lines (above); a v2
+//! replay keeps no DMA memory at all, and a v1 replay backs a region only
+//! where the driver writes, whatever size the trace claims.
 
 mod access;
 mod format;
