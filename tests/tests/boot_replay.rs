@@ -550,3 +550,40 @@ fn the_session_openers_record_a_boot_to_a_file_and_replay_it() {
     assert!(said.contains(" 0 in gaps"), "{said}");
     eprintln!("{said}");
 }
+
+/// NVIDIA's real images staged and recorded: the tens of megabytes of
+/// firmware stay a few lines of hashes, and the trace replays.
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_boot_with_nvidias_images_records_small_and_replays() {
+    use macuda_gsp::firmware::{Progress, SearchPath};
+    use macuda_sim::SimChip;
+    let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let search = SearchPath::choose(Some(dir.into()), None);
+    let fw = FirmwareSet::load(FirmwareChip::Gb202, &search, Progress::Hidden).unwrap();
+    // The GB202 profile trusts NVIDIA's key, as a real GB202 does.
+    let chip = SimChip {
+        boot_time: Duration::from_millis(1),
+        ..SimChip::gb202()
+    };
+    let sock = tempfile::tempdir().unwrap();
+    let server = Server::start(&Listen::Unix(sock.path().join("s.sock")), Card::new(chip)).unwrap();
+    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+        .connect()
+        .unwrap();
+    enable_bus_master(&mut t).unwrap();
+    let mut rec = Recorder::new(Box::new(t), Vec::new()).unwrap();
+    boot_through_fsp(&mut rec, &fw, &BootPatience::default()).unwrap();
+    let (_, out) = rec.finish().unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let trace = Trace::parse(&text).unwrap();
+    eprintln!(
+        "boot trace with NVIDIA's images: {} bytes, {} ops",
+        text.len(),
+        trace.ops().len()
+    );
+    let mut replay = Replay::new(trace);
+    boot_through_fsp(&mut replay, &fw, &BootPatience::default()).unwrap();
+    let stats = replay.finish().unwrap();
+    assert_eq!((stats.gapped, stats.cursor), (0, stats.total));
+}
