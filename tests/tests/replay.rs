@@ -10,10 +10,10 @@
 use macuda_core::{ActorFault, Severity};
 use macuda_hw::pci::Width;
 use macuda_pci::{
-    clear_bus_master, enable_bus_master, read_identity, BarInfo, CardEvent, Divergence,
-    DivergenceKind, DmaId, DmaRegion, DmaSegment, Gap, NullOpener, Opener, PciError, Recorder,
-    Replay, ReplayError, ReplayStats, Trace, TraceError, TraceWhy, Transport, END_OF_TRACE,
-    MAX_TRACE_LINE_BYTES, REPLAY_FINISH, TRACE_HEADER,
+    clear_bus_master, dma_write_hash, enable_bus_master, read_identity, BarInfo, CardEvent,
+    Divergence, DivergenceKind, DmaId, DmaRegion, DmaSegment, Gap, NullOpener, Opener, PciError,
+    Recorder, Replay, ReplayError, ReplayStats, Trace, TraceError, TraceWhy, Transport,
+    END_OF_TRACE, MAX_TRACE_LINE_BYTES, REPLAY_FINISH, TRACE_HEADER, TRACE_HEADER_V1,
 };
 use std::collections::HashMap;
 
@@ -350,6 +350,10 @@ fn mmio_write_text(offset: u64, value: u32) -> String {
     )
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn mmio_read_prefix(offset: u64) -> String {
     format!("mmio_read {offset:#08x} 4 =")
 }
@@ -408,7 +412,15 @@ fn the_recorded_session_replays_clean() {
     line_of(&text, "doorbell 0x00000007");
     line_of(&text, "reset");
     assert_eq!(text.lines().last(), Some("reset"));
-    assert!(!text.contains("dma_read") && !text.contains("dma_write"));
+    // The driver's DMA write by its hash, its read-back with the bytes.
+    line_of(
+        &text,
+        &format!(
+            "dma_write 1 0x0 6 sha256 {}",
+            hex(&dma_write_hash(b"cmd:go"))
+        ),
+    );
+    line_of(&text, &format!("dma_read 1 0x0 6 = {}", hex(b"cmd:go")));
 
     let ops = op_count(&text);
     let (mut r, seen) = replay(&text, RECORDED, &[]);
@@ -1036,13 +1048,26 @@ fn corrupt_trace_files_give_typed_errors() {
     std::fs::write(&path, &text).unwrap();
     assert_eq!(Trace::load(&path).unwrap().ops().len(), op_count(&text));
 
-    let v2 = edit(&text, 1, Some("# macuda trace v2"));
+    let v3 = edit(&text, 1, Some("# macuda trace v3"));
     assert_eq!(
-        load("v2", v2.as_bytes()),
+        load("v3", v3.as_bytes()),
         err(
             1,
             TraceWhy::Version {
-                found: "v2".to_string()
+                found: "v3".to_string()
+            }
+        )
+    );
+    // Read as v1, the recording's DMA lines are not ops of that version.
+    let v1 = edit(&text, 1, Some(TRACE_HEADER_V1));
+    let first_dma = lines_of(&text, "dma_write")[0];
+    assert_eq!(
+        load("v1", v1.as_bytes()),
+        err(
+            first_dma,
+            TraceWhy::NotInVersion {
+                op: "dma_write",
+                version: 1
             }
         )
     );
@@ -1134,7 +1159,7 @@ fn corrupt_trace_files_give_typed_errors() {
     ));
 
     // As a PciError the parse error keeps its chain, and it is fatal.
-    let e = PciError::from(ReplayError::from(load("v2-again", v2.as_bytes())));
+    let e = PciError::from(ReplayError::from(load("v3-again", v3.as_bytes())));
     assert_eq!(e.severity(), Severity::Fatal);
     let chain: Vec<String> =
         std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
@@ -1145,7 +1170,7 @@ fn corrupt_trace_files_give_typed_errors() {
         [
             "the replay refused the operation",
             "the trace could not be read",
-            "trace line 1: the trace is format `v2`; this build reads only v1",
+            "trace line 1: the trace is format `v3`; this build reads v1 and v2",
         ]
     );
 }

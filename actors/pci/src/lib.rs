@@ -30,10 +30,10 @@ pub use open::{open_transport, record_to};
 pub use spec::{default_tinygpu_socket, DeviceSpec, ParseDeviceError};
 pub use sysfs::{SysfsOpener, SYSFS_PCI_DEVICES};
 pub use trace::{
-    Divergence, DivergenceKind, Gap, GapError, Recorder, RecordingOpener, Replay, ReplayError,
-    ReplayOpener, ReplayStats, Trace, TraceError, TraceOp, TraceWhy, TracedOp, END_OF_TRACE,
-    MAX_RECORDED_MMIO_BYTES, MAX_TRACE_BYTES, MAX_TRACE_LINE_BYTES, MAX_TRACE_OPS, REPLAY_FINISH,
-    TRACE_HEADER,
+    dma_write_hash, Divergence, DivergenceKind, Gap, GapError, Recorder, RecordingOpener, Replay,
+    ReplayError, ReplayOpener, ReplayStats, Trace, TraceError, TraceOp, TraceWhy, TracedOp,
+    END_OF_TRACE, MAX_DMA_READ_LINE_BYTES, MAX_RECORDED_MMIO_BYTES, MAX_TRACE_BYTES,
+    MAX_TRACE_LINE_BYTES, MAX_TRACE_OPS, REPLAY_FINISH, TRACE_HEADER, TRACE_HEADER_V1,
 };
 pub use transport::{
     clear_bus_master, enable_bus_master, enable_memory_space, reset_function, BarInfo,

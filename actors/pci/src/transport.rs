@@ -155,6 +155,66 @@ pub trait Transport: Send {
     }
 }
 
+/// A boxed transport (what an [`Opener`] hands out) is a transport itself,
+/// every call forwarded, so code generic over `Transport` (the gsp actor's
+/// bare-metal boot among it) takes an opener's connection as it is.
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    fn backend(&self) -> &'static str {
+        (**self).backend()
+    }
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn owns_function(&self) -> bool {
+        (**self).owns_function()
+    }
+    fn config_read(&mut self, offset: u16, width: Width) -> Result<u32, PciError> {
+        (**self).config_read(offset, width)
+    }
+    fn config_write(&mut self, offset: u16, width: Width, value: u32) -> Result<(), PciError> {
+        (**self).config_write(offset, width, value)
+    }
+    fn bars(&mut self) -> Result<Vec<BarInfo>, PciError> {
+        (**self).bars()
+    }
+    fn mmio_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
+        (**self).mmio_read(offset, out)
+    }
+    fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        (**self).mmio_write(offset, data)
+    }
+    fn flush(&mut self) -> Result<(), PciError> {
+        (**self).flush()
+    }
+    fn doorbell(&mut self, token: u32) -> Result<(), PciError> {
+        (**self).doorbell(token)
+    }
+    fn alloc_dma(&mut self, bytes: u64) -> Result<DmaRegion, PciError> {
+        (**self).alloc_dma(bytes)
+    }
+    fn dma_read(&mut self, id: DmaId, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
+        (**self).dma_read(id, offset, out)
+    }
+    fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        (**self).dma_write(id, offset, data)
+    }
+    fn vram_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
+        (**self).vram_read(offset, out)
+    }
+    fn vram_write(&mut self, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        (**self).vram_write(offset, data)
+    }
+    fn function_reset(&mut self) -> Result<(), PciError> {
+        (**self).function_reset()
+    }
+    fn mmio_read32(&mut self, offset: u64) -> Result<u32, PciError> {
+        (**self).mmio_read32(offset)
+    }
+    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), PciError> {
+        (**self).mmio_write32(offset, value)
+    }
+}
+
 /// Opens connections to one card. The supervisor keeps the opener so that
 /// recovery always runs over a fresh connection, never through an actor that
 /// may have failed.

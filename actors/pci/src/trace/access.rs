@@ -1,10 +1,12 @@
 //! What the driver asked of the transport, before any answer: the request
 //! half of a [`TraceOp`]. It prints as the op's text without the recorded
 //! result (`cfg_read 0x004 u16`, `mmio_read 0x000a00 4`, `bars`,
-//! `dma_alloc 16384`; writes, doorbells and resets print whole), which is how
+//! `dma_alloc 16384`, `dma_read 1 0x40 4`; writes, doorbells and resets print whole), which is how
 //! a divergence names the driver's op and how a failed op is commented.
+//! A DMA write prints whole too, its bytes as their hash.
 
 use super::format::{width_name, CfgOffset, CfgValue, Hex, MmioOffset, TraceOp};
+use crate::transport::DmaId;
 use macuda_hw::pci::Width;
 use std::fmt;
 
@@ -34,6 +36,20 @@ pub(crate) enum Access<'a> {
     DmaAlloc {
         requested: u64,
     },
+    /// One piece of a DMA read (see `dma_read_pieces`).
+    DmaRead {
+        id: DmaId,
+        offset: u64,
+        len: usize,
+    },
+    /// A DMA write, its bytes already hashed: a replay compares hashes, and
+    /// hashing once spares the search past forgivable reads.
+    DmaWrite {
+        id: DmaId,
+        offset: u64,
+        len: u64,
+        sha256: [u8; 32],
+    },
     Reset,
 }
 
@@ -41,8 +57,19 @@ pub(crate) enum Access<'a> {
 /// kept under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum ReadKey {
-    Config { offset: u16, bytes: usize },
-    Mmio { offset: u64, bytes: usize },
+    Config {
+        offset: u16,
+        bytes: usize,
+    },
+    Mmio {
+        offset: u64,
+        bytes: usize,
+    },
+    Dma {
+        id: DmaId,
+        offset: u64,
+        bytes: usize,
+    },
 }
 
 /// The value a read returned.
@@ -89,6 +116,28 @@ impl Access<'_> {
             (Access::DmaAlloc { requested }, TraceOp::DmaAlloc { requested: r, .. }) => {
                 requested == *r
             }
+            (
+                Access::DmaRead { id, offset, len },
+                TraceOp::DmaRead {
+                    id: i,
+                    offset: o,
+                    data,
+                },
+            ) => id == *i && offset == *o && len == data.len(),
+            (
+                Access::DmaWrite {
+                    id,
+                    offset,
+                    len,
+                    sha256,
+                },
+                TraceOp::DmaWrite {
+                    id: i,
+                    offset: o,
+                    len: l,
+                    sha256: h,
+                },
+            ) => id == *i && offset == *o && len == *l && sha256 == *h,
             _ => false,
         }
     }
@@ -102,6 +151,11 @@ impl Access<'_> {
                 bytes: width.bytes(),
             }),
             Access::MmioRead { offset, len } => Some(ReadKey::Mmio { offset, bytes: len }),
+            Access::DmaRead { id, offset, len } => Some(ReadKey::Dma {
+                id,
+                offset,
+                bytes: len,
+            }),
             _ => None,
         }
     }
@@ -123,6 +177,14 @@ pub(crate) fn recorded_read(op: &TraceOp) -> Option<(ReadKey, ReadValue)> {
         )),
         TraceOp::MmioRead { offset, data } => Some((
             ReadKey::Mmio {
+                offset: *offset,
+                bytes: data.len(),
+            },
+            ReadValue::Bytes(data.clone()),
+        )),
+        TraceOp::DmaRead { id, offset, data } => Some((
+            ReadKey::Dma {
+                id: *id,
                 offset: *offset,
                 bytes: data.len(),
             },
@@ -162,6 +224,20 @@ impl fmt::Display for Access<'_> {
             ),
             Access::Doorbell { token } => write!(f, "doorbell {token:#010x}"),
             Access::DmaAlloc { requested } => write!(f, "dma_alloc {requested}"),
+            Access::DmaRead { id, offset, len } => {
+                write!(f, "dma_read {} {offset:#x} {len}", id.0)
+            }
+            Access::DmaWrite {
+                id,
+                offset,
+                len,
+                sha256,
+            } => write!(
+                f,
+                "dma_write {} {offset:#x} {len} sha256 {}",
+                id.0,
+                Hex(&sha256)
+            ),
             Access::Reset => f.write_str("reset"),
         }
     }

@@ -11,9 +11,11 @@ use std::io::{self, BufRead};
 use std::path::Path;
 use std::str::FromStr;
 
-/// The first line of every trace this build writes and the only version it
-/// reads.
-pub const TRACE_HEADER: &str = "# macuda trace v1";
+/// The first line of every trace this build writes (v2: DMA included).
+pub const TRACE_HEADER: &str = "# macuda trace v2";
+/// The first line of a v1 trace, which this build still reads: one recorded
+/// before DMA was, replayed with the DMA memory kept locally.
+pub const TRACE_HEADER_V1: &str = "# macuda trace v1";
 /// What every version's header starts with, so a trace of another version is
 /// told apart from a file that is no trace at all.
 const HEADER_PREFIX: &str = "# macuda trace ";
@@ -26,19 +28,29 @@ pub const MAX_TRACE_BYTES: u64 = 1 << 30;
 pub const MAX_TRACE_OPS: usize = 1 << 23;
 /// The longest MMIO access the recorder accepts: its hex must fit a line.
 pub const MAX_RECORDED_MMIO_BYTES: usize = 256 << 10;
+/// The most bytes one `dma_read` line holds. A longer DMA read is recorded
+/// as consecutive lines of this many bytes (the last one shorter), and a
+/// replay cuts the driver's read the same way, so a read of any size can be
+/// recorded while every line stays within [`MAX_TRACE_LINE_BYTES`].
+pub const MAX_DMA_READ_LINE_BYTES: usize = 256 << 10;
 /// How much of an offending token an error message repeats.
 const ECHO_CHARS: usize = 40;
 
 /// One bus-visible operation as recorded: what the driver asked and what
 /// the card answered.
 ///
-/// `dma_read`, `dma_write` and `flush` have no op. The first two touch host
-/// memory only: no bus transaction happens when the CPU reads or writes a
-/// DMA buffer, and what the GPU does to that memory is not seen at the PCI
-/// boundary at all; what the bus does see of a region, its segments' bus
-/// addresses, is recorded with its allocation. `flush` only orders posted
-/// writes that are already in the trace in their order, and every read
-/// orders them anyway, so it adds nothing a replay could check.
+/// `flush` has no op: it only orders posted writes that are already in the
+/// trace in their order, and every read orders them anyway, so it adds
+/// nothing a replay could check.
+///
+/// DMA reads and writes are ops from v2 on. No bus transaction happens when
+/// the CPU touches a DMA buffer, but the card writes that memory behind the
+/// driver's back (GSP-RM's status queue, the FMC's write-back of the WPR
+/// metadata), so a replay can only answer the driver's reads of it from the
+/// trace: a read is recorded with its bytes. A write is recorded by length
+/// and SHA-256, because the driver stages tens of megabytes of firmware and
+/// a trace must stay small, yet a replay must still see that the driver
+/// wrote the same bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceOp {
     /// `cfg_read 0x004 u16 = 0x0006`
@@ -63,6 +75,20 @@ pub enum TraceOp {
     Doorbell { token: u32 },
     /// `dma_alloc 16384 = id 1 bytes 16384 segs 0x100000:0x4000`
     DmaAlloc { requested: u64, region: DmaRegion },
+    /// `dma_read 1 0x40 4 = 01000000` (v2; region id, offset, bytes)
+    DmaRead {
+        id: DmaId,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// `dma_write 1 0x0 6 sha256 <64 hex digits>` (v2; region id, offset,
+    /// length and the SHA-256 of the bytes written)
+    DmaWrite {
+        id: DmaId,
+        offset: u64,
+        len: u64,
+        sha256: [u8; 32],
+    },
     /// `reset`
     Reset,
 }
@@ -86,10 +112,14 @@ pub struct TraceError {
 /// The ways a trace line can be malformed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TraceWhy {
-    #[error("the first line is not the `{TRACE_HEADER}` header")]
+    #[error("the first line is not a `{TRACE_HEADER}` (or v1) header")]
     MissingHeader,
-    #[error("the trace is format `{found}`; this build reads only v1")]
+    #[error("the trace is format `{found}`; this build reads v1 and v2")]
     Version { found: String },
+    #[error("`{op}` is not an operation of trace v{version}")]
+    NotInVersion { op: &'static str, version: u32 },
+    #[error("bad SHA-256 `{text}` (64 hex digits)")]
+    BadHash { text: String },
     #[error("unknown operation `{op}`")]
     UnknownOp { op: String },
     #[error("the {field} is missing")]
@@ -143,6 +173,7 @@ pub enum TraceWhy {
 pub struct Trace {
     ops: Vec<TracedOp>,
     lines: usize,
+    version: u32,
 }
 
 impl Trace {
@@ -178,6 +209,7 @@ impl Trace {
         let mut dma_ids = HashSet::new();
         let mut total: u64 = 0;
         let mut line = 0;
+        let mut version = 0;
         loop {
             let at = line + 1;
             let fail = |why| TraceError { line: at, why };
@@ -193,7 +225,7 @@ impl Trace {
             }
             let text = std::str::from_utf8(&buf).map_err(|_| fail(TraceWhy::NotUtf8))?;
             if line == 1 {
-                check_header(text).map_err(fail)?;
+                version = check_header(text).map_err(fail)?;
                 continue;
             }
             let text = text.trim();
@@ -201,6 +233,12 @@ impl Trace {
                 continue;
             }
             let op: TraceOp = text.parse().map_err(fail)?;
+            if version < op.since_version() {
+                return Err(fail(TraceWhy::NotInVersion {
+                    op: op.name(),
+                    version,
+                }));
+            }
             if let TraceOp::DmaAlloc { region, .. } = &op {
                 if !dma_ids.insert(region.id) {
                     return Err(fail(TraceWhy::DuplicateDmaId { id: region.id.0 }));
@@ -219,12 +257,21 @@ impl Trace {
                 why: TraceWhy::MissingHeader,
             });
         }
-        Ok(Trace { ops, lines: line })
+        Ok(Trace {
+            ops,
+            lines: line,
+            version,
+        })
     }
 
     /// The ops in recorded order.
     pub fn ops(&self) -> &[TracedOp] {
         &self.ops
+    }
+
+    /// The format version its header names (1 or 2).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// How many physical lines the trace had, header and comments included.
@@ -245,10 +292,14 @@ impl Trace {
     }
 }
 
-fn check_header(text: &str) -> Result<(), TraceWhy> {
+/// The version the header names.
+fn check_header(text: &str) -> Result<u32, TraceWhy> {
     let text = text.trim_end();
     if text == TRACE_HEADER {
-        return Ok(());
+        return Ok(2);
+    }
+    if text == TRACE_HEADER_V1 {
+        return Ok(1);
     }
     match text.strip_prefix(HEADER_PREFIX) {
         Some(found) => Err(TraceWhy::Version {
@@ -430,9 +481,75 @@ impl fmt::Display for TraceOp {
                 }
                 Ok(())
             }
+            TraceOp::DmaRead { id, offset, data } => write!(
+                f,
+                "dma_read {} {offset:#x} {} = {}",
+                id.0,
+                data.len(),
+                Hex(data)
+            ),
+            TraceOp::DmaWrite {
+                id,
+                offset,
+                len,
+                sha256,
+            } => write!(
+                f,
+                "dma_write {} {offset:#x} {len} sha256 {}",
+                id.0,
+                Hex(sha256)
+            ),
             TraceOp::Reset => f.write_str("reset"),
         }
     }
+}
+
+impl TraceOp {
+    /// The op's keyword, as the trace spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TraceOp::ConfigRead { .. } => "cfg_read",
+            TraceOp::ConfigWrite { .. } => "cfg_write",
+            TraceOp::Bars(_) => "bars",
+            TraceOp::MmioRead { .. } => "mmio_read",
+            TraceOp::MmioWrite { .. } => "mmio_write",
+            TraceOp::Doorbell { .. } => "doorbell",
+            TraceOp::DmaAlloc { .. } => "dma_alloc",
+            TraceOp::DmaRead { .. } => "dma_read",
+            TraceOp::DmaWrite { .. } => "dma_write",
+            TraceOp::Reset => "reset",
+        }
+    }
+
+    /// The first trace version that has this op.
+    pub fn since_version(&self) -> u32 {
+        match self {
+            TraceOp::DmaRead { .. } | TraceOp::DmaWrite { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// The SHA-256 of bytes the driver wrote to DMA memory, as a trace records
+/// them.
+pub fn dma_write_hash(data: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data).into()
+}
+
+/// How a DMA read of `len` bytes at `offset` is cut into trace lines: the
+/// offset and the byte range of each piece, always at least one piece (a
+/// read of nothing is one empty line), so recorder and replay agree.
+pub(crate) fn dma_read_pieces(
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> {
+    let count = len.div_ceil(MAX_DMA_READ_LINE_BYTES).max(1);
+    (0..count).map(move |i| {
+        let start = i * MAX_DMA_READ_LINE_BYTES;
+        let end = (start + MAX_DMA_READ_LINE_BYTES).min(len);
+        (offset.wrapping_add(start as u64), start..end)
+    })
 }
 
 // ----------------------------------------------------------------- parsing
@@ -601,6 +718,12 @@ fn parse_segments(text: &str) -> Result<Vec<DmaSegment>, TraceWhy> {
         .collect()
 }
 
+fn parse_hash(text: &str) -> Result<[u8; 32], TraceWhy> {
+    let bad = || TraceWhy::BadHash { text: clip(text) };
+    let bytes = hex_bytes(text, 32).map_err(|_| bad())?;
+    bytes.try_into().map_err(|_| bad())
+}
+
 impl FromStr for TraceOp {
     type Err = TraceWhy;
 
@@ -663,6 +786,28 @@ impl FromStr for TraceOp {
                         bytes,
                         segments,
                     },
+                }
+            }
+            "dma_read" => {
+                let id = DmaId(f.dec("DMA id")?);
+                let offset = f.hex("DMA offset")?;
+                TraceOp::DmaRead {
+                    id,
+                    offset,
+                    data: f.bytes(true)?,
+                }
+            }
+            "dma_write" => {
+                let id = DmaId(f.dec("DMA id")?);
+                let offset = f.hex("DMA offset")?;
+                let len = f.dec("length")?;
+                f.keyword("sha256")?;
+                let sha256 = parse_hash(f.next("hash")?)?;
+                TraceOp::DmaWrite {
+                    id,
+                    offset,
+                    len,
+                    sha256,
                 }
             }
             "reset" => TraceOp::Reset,
@@ -752,6 +897,22 @@ mod tests {
                     segments: Vec::new(),
                 },
             },
+            TraceOp::DmaRead {
+                id: DmaId(2),
+                offset: 0x40,
+                data: vec![1, 0, 0, 0],
+            },
+            TraceOp::DmaRead {
+                id: DmaId(0),
+                offset: 0,
+                data: Vec::new(),
+            },
+            TraceOp::DmaWrite {
+                id: DmaId(1),
+                offset: 0,
+                len: 6,
+                sha256: dma_write_hash(b"cmd:go"),
+            },
             TraceOp::Reset,
         ]
     }
@@ -775,6 +936,10 @@ mod tests {
                 "doorbell 0x0000000a",
                 "dma_alloc 16384 = id 1 bytes 16384 segs 0x1000:0x3000,0x9000:0x1000",
                 "dma_alloc 1 = id 4294967295 bytes 4096 segs -",
+                "dma_read 2 0x40 4 = 01000000",
+                "dma_read 0 0x0 0 = -",
+                "dma_write 1 0x0 6 sha256 \
+                 92cf572fe18491a05d1eeeb7c62d75d1e5451f1bc215809a732ac8604afc3454",
                 "reset",
             ]
         );
@@ -888,6 +1053,72 @@ mod tests {
                 text: "u64".to_string()
             })
         );
+    }
+
+    #[test]
+    fn bad_dma_lines_are_typed() {
+        let hash = "92cf572fe18491a05d1eeeb7c62d75d1e5451f1bc215809a732ac8604afc3454";
+        assert_eq!(
+            error_of(&format!("dma_write 1 0x0 6 sha256 {}", &hash[..62])),
+            at3(TraceWhy::BadHash {
+                text: format!("{}...", &hash[..ECHO_CHARS])
+            })
+        );
+        assert_eq!(
+            error_of(&format!("dma_write 1 0x0 6 sha256 {hash}00")),
+            at3(TraceWhy::BadHash {
+                text: format!("{}...", &hash[..ECHO_CHARS])
+            })
+        );
+        assert_eq!(
+            error_of(&format!("dma_write 1 0x0 6 md5 {hash}")),
+            at3(TraceWhy::Keyword {
+                expected: "sha256",
+                found: "md5".to_string()
+            })
+        );
+        assert_eq!(
+            error_of("dma_read 1 0x0 4 = 0000"),
+            at3(TraceWhy::TruncatedHex {
+                expected_bytes: 4,
+                found_digits: 4
+            })
+        );
+        assert_eq!(
+            error_of("dma_read x 0x0 1 = 00"),
+            at3(TraceWhy::BadNumber {
+                field: "DMA id",
+                text: "x".to_string()
+            })
+        );
+        assert_eq!(
+            error_of("dma_read 1 0x0 1 00"),
+            at3(TraceWhy::MissingEquals)
+        );
+    }
+
+    #[test]
+    fn dma_reads_are_cut_into_line_sized_pieces() {
+        let cut = |len| dma_read_pieces(0x10, len).collect::<Vec<_>>();
+        assert_eq!(cut(0), [(0x10, 0..0)]);
+        assert_eq!(cut(5), [(0x10, 0..5)]);
+        let max = MAX_DMA_READ_LINE_BYTES;
+        assert_eq!(cut(max), [(0x10, 0..max)]);
+        assert_eq!(
+            cut(2 * max + 1),
+            [
+                (0x10, 0..max),
+                (0x10 + max as u64, max..2 * max),
+                (0x10 + 2 * max as u64, 2 * max..2 * max + 1)
+            ]
+        );
+        // The longest piece prints within a line.
+        let op = TraceOp::DmaRead {
+            id: DmaId(u32::MAX),
+            offset: u64::MAX,
+            data: vec![0; max],
+        };
+        assert!(op.to_string().len() <= MAX_TRACE_LINE_BYTES);
     }
 
     #[test]
@@ -1007,11 +1238,30 @@ mod tests {
     #[test]
     fn headers_are_checked() {
         assert_eq!(
-            Trace::parse("# macuda trace v2\nreset\n").unwrap_err(),
+            Trace::parse("# macuda trace v3\nreset\n").unwrap_err(),
             TraceError {
                 line: 1,
                 why: TraceWhy::Version {
-                    found: "v2".to_string()
+                    found: "v3".to_string()
+                }
+            }
+        );
+        assert_eq!(
+            Trace::parse(&format!("{TRACE_HEADER}\n"))
+                .unwrap()
+                .version(),
+            2
+        );
+        let v1 = Trace::parse(&format!("{TRACE_HEADER_V1}\nreset\n")).unwrap();
+        assert_eq!((v1.version(), v1.ops().len()), (1, 1));
+        // v1 had no DMA reads or writes.
+        assert_eq!(
+            Trace::parse(&format!("{TRACE_HEADER_V1}\nreset\ndma_read 1 0x0 0 = -\n")).unwrap_err(),
+            TraceError {
+                line: 3,
+                why: TraceWhy::NotInVersion {
+                    op: "dma_read",
+                    version: 1
                 }
             }
         );

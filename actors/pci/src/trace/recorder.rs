@@ -2,7 +2,10 @@
 //! and writes each bus-visible op to a trace.
 
 use super::access::Access;
-use super::format::{TraceOp, MAX_RECORDED_MMIO_BYTES, MAX_TRACE_LINE_BYTES, TRACE_HEADER};
+use super::format::{
+    dma_read_pieces, dma_write_hash, TraceOp, MAX_RECORDED_MMIO_BYTES, MAX_TRACE_LINE_BYTES,
+    TRACE_HEADER,
+};
 use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use crate::transport::{BarInfo, DmaId, DmaRegion, Transport};
@@ -15,9 +18,11 @@ use std::path::Path;
 ///
 /// Each op that succeeded is written as one trace line after the wrapped
 /// transport answered; an op that failed is written as a `# failed: ...`
-/// comment, so it is visible to a reader but never replayed. `dma_read`,
-/// `dma_write` and `flush` are forwarded and not recorded (see
-/// [`TraceOp`] for why).
+/// comment, so it is visible to a reader but never replayed. A DMA read is
+/// written with its bytes (in pieces of at most
+/// [`super::MAX_DMA_READ_LINE_BYTES`]), a DMA write with its length and
+/// SHA-256; `flush` is forwarded and not recorded (see [`TraceOp`] for
+/// why).
 ///
 /// If the trace cannot be written, the call that found out returns the
 /// error (even though the op itself reached the card) and every later call
@@ -271,12 +276,43 @@ impl<T: Transport + ?Sized, W: Write + Send> Transport for Recorder<T, W> {
 
     fn dma_read(&mut self, id: DmaId, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
         self.usable()?;
-        self.inner.dma_read(id, offset, out)
+        if let Err(e) = self.inner.dma_read(id, offset, out) {
+            let access = Access::DmaRead {
+                id,
+                offset,
+                len: out.len(),
+            };
+            self.write_line(&format!("# failed: {access}: {}", one_line(&e)))?;
+            return Err(e);
+        }
+        for (at, range) in dma_read_pieces(offset, out.len()) {
+            let op = TraceOp::DmaRead {
+                id,
+                offset: at,
+                data: out[range].to_vec(),
+            };
+            self.write_line(&op.to_string())?;
+        }
+        Ok(())
     }
 
     fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
         self.usable()?;
-        self.inner.dma_write(id, offset, data)
+        let r = self.inner.dma_write(id, offset, data);
+        let sha256 = dma_write_hash(data);
+        let len = data.len() as u64;
+        let access = Access::DmaWrite {
+            id,
+            offset,
+            len,
+            sha256,
+        };
+        self.record(access, r, |()| TraceOp::DmaWrite {
+            id,
+            offset,
+            len,
+            sha256,
+        })
     }
 
     fn function_reset(&mut self) -> Result<(), PciError> {
@@ -368,6 +404,62 @@ mod tests {
             .count();
         assert_eq!(writes, 2);
         assert!(rec.finish().is_err());
+    }
+
+    #[test]
+    fn dma_is_recorded_reads_in_line_sized_pieces_writes_by_hash() {
+        use crate::trace::{dma_write_hash, MAX_DMA_READ_LINE_BYTES, TRACE_HEADER_V1};
+        // A v1 replay keeps DMA memory locally: a card whose host memory
+        // reads back what was written.
+        let bytes = 1u64 << 20;
+        let card = Replay::parse(&format!(
+            "{TRACE_HEADER_V1}\ndma_alloc {bytes} = id 1 bytes {bytes} segs 0x1000:{bytes:#x}\n"
+        ))
+        .unwrap();
+        let mut rec = Recorder::new(Box::new(card), Vec::new()).unwrap();
+        let region = rec.alloc_dma(bytes).unwrap();
+        let len = 2 * MAX_DMA_READ_LINE_BYTES + 100;
+        // CAST: a pattern byte.
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        rec.dma_write(region.id, 0x10, &data).unwrap();
+        let mut back = vec![0u8; len];
+        rec.dma_read(region.id, 0x10, &mut back).unwrap();
+        assert_eq!(back, data);
+        // Outside the region: the transport's error, as a comment.
+        assert!(rec.dma_read(region.id, bytes - 2, &mut [0u8; 4]).is_err());
+        let (_, out) = rec.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines.len(),
+            8,
+            "header, comment, alloc, write, 3 reads, failure"
+        );
+        assert_eq!(
+            lines[3],
+            format!(
+                "dma_write 1 0x10 {len} sha256 {}",
+                super::super::format::Hex(&dma_write_hash(&data))
+            )
+        );
+        let piece = MAX_DMA_READ_LINE_BYTES;
+        assert!(lines[4].starts_with(&format!("dma_read 1 0x10 {piece} = ")));
+        assert!(lines[5].starts_with(&format!("dma_read 1 {:#x} {piece} = ", 0x10 + piece)));
+        assert!(lines[6].starts_with(&format!("dma_read 1 {:#x} 100 = ", 0x10 + 2 * piece)));
+        assert!(lines[7].starts_with(&format!("# failed: dma_read 1 {:#x} 4: ", bytes - 2)));
+
+        // Replayed (v2): the read comes back from the trace, cut the same way.
+        let mut replay = Replay::parse(&text).unwrap();
+        let region = replay.alloc_dma(bytes).unwrap();
+        replay.dma_write(region.id, 0x10, &data).unwrap();
+        let mut again = vec![0u8; len];
+        replay.dma_read(region.id, 0x10, &mut again).unwrap();
+        assert_eq!(again, data);
+        assert!(replay
+            .dma_read(region.id, bytes - 2, &mut [0u8; 4])
+            .is_err());
+        let stats = replay.finish().unwrap();
+        assert_eq!((stats.finished, stats.stepped), (5, 0));
     }
 
     #[test]

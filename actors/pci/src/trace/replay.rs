@@ -2,7 +2,7 @@
 //! driver against it, with the rules of design.md "Record and replay".
 
 use super::access::{recorded_read, Access, ReadKey, ReadValue};
-use super::format::{Trace, TraceError, TraceOp, TracedOp};
+use super::format::{dma_read_pieces, dma_write_hash, Trace, TraceError, TraceOp, TracedOp};
 use crate::error::PciError;
 use crate::transport::{BarInfo, DmaId, DmaRegion, Transport};
 use macuda_hw::pci::Width;
@@ -201,9 +201,18 @@ enum Move {
 /// The driver's op is first looked for past forgivable reads (and crossed
 /// gaps); only when it is not found is rule 1 tried, and otherwise the op is
 /// a divergence naming the first recorded op that could not be forgiven.
+///
+/// DMA memory depends on the trace's version. A v2 trace holds the driver's
+/// DMA reads and writes: they are ops like any other (a DMA read is a read,
+/// forgiven as above; a write matches by length and hash), and the replay
+/// keeps no DMA memory. A v1 trace holds none, so the replay keeps each
+/// region's memory locally, and the driver reads back what it wrote (what
+/// the card wrote there is lost).
 pub struct Replay {
     ops: Vec<TracedOp>,
     lines: usize,
+    /// The trace holds DMA reads and writes (v2).
+    traced_dma: bool,
     cursor: usize,
     finished: usize,
     stepped: usize,
@@ -230,9 +239,11 @@ enum Reply {
 impl Replay {
     pub fn new(trace: Trace) -> Replay {
         let lines = trace.lines();
+        let traced_dma = trace.version() >= 2;
         Replay {
             ops: trace.into_ops(),
             lines,
+            traced_dma,
             cursor: 0,
             finished: 0,
             stepped: 0,
@@ -511,8 +522,10 @@ impl Replay {
                 self.dma.insert(region.id, SparseMemory::new(region.bytes));
                 Reply::Region(region.clone())
             }
+            TraceOp::DmaRead { data, .. } => Reply::Bytes(data.clone()),
             TraceOp::ConfigWrite { .. }
             | TraceOp::MmioWrite { .. }
+            | TraceOp::DmaWrite { .. }
             | TraceOp::Doorbell { .. }
             | TraceOp::Reset => Reply::Nothing,
         }
@@ -597,12 +610,41 @@ impl Transport for Replay {
         }
     }
 
+    /// A v2 trace answers each piece from its recorded line; a v1 trace
+    /// from the local memory. Either way a read outside the region fails as
+    /// the recorded transport failed it (the recording holds a comment, not
+    /// an op, for it).
     fn dma_read(&mut self, id: DmaId, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
-        self.region(id)?.read(id, offset, out)
+        if !self.traced_dma {
+            return self.region(id)?.read(id, offset, out);
+        }
+        self.region(id)?.check(id, offset, out.len())?;
+        for (at, range) in dma_read_pieces(offset, out.len()) {
+            let access = Access::DmaRead {
+                id,
+                offset: at,
+                len: range.len(),
+            };
+            match self.play(access)? {
+                Reply::Bytes(b) if b.len() == range.len() => out[range].copy_from_slice(&b),
+                _ => return Err(self.wrong_reply()),
+            }
+        }
+        Ok(())
     }
 
     fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
-        self.region(id)?.write(id, offset, data)
+        if !self.traced_dma {
+            return self.region(id)?.write(id, offset, data);
+        }
+        self.region(id)?.check(id, offset, data.len())?;
+        self.play(Access::DmaWrite {
+            id,
+            offset,
+            len: data.len() as u64,
+            sha256: dma_write_hash(data),
+        })?;
+        Ok(())
     }
 
     fn function_reset(&mut self) -> Result<(), PciError> {
@@ -690,10 +732,15 @@ impl SparseMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::TRACE_HEADER;
+    use crate::trace::format::Hex;
+    use crate::trace::{TRACE_HEADER, TRACE_HEADER_V1};
 
     fn replay(body: &str) -> Replay {
         Replay::parse(&format!("{TRACE_HEADER}\n{body}")).unwrap()
+    }
+
+    fn replay_v1(body: &str) -> Replay {
+        Replay::parse(&format!("{TRACE_HEADER_V1}\n{body}")).unwrap()
     }
 
     fn divergence(e: PciError) -> Divergence {
@@ -789,8 +836,49 @@ mod tests {
     }
 
     #[test]
+    fn a_v2_trace_answers_dma_reads_and_checks_write_hashes() {
+        let hash = |d: &[u8]| Hex(&dma_write_hash(d)).to_string();
+        let text = format!(
+            "dma_alloc 8192 = id 1 bytes 8192 segs 0x1000:0x2000\n\
+             dma_write 1 0x0 6 sha256 {}\n\
+             dma_read 1 0x10 4 = 00000000\n\
+             dma_read 1 0x10 4 = 00000000\n\
+             dma_read 1 0x10 4 = 2a000000\n\
+             dma_write 1 0x4 2 sha256 {}\n",
+            hash(b"cmd:go"),
+            hash(b"ok")
+        );
+        // The card's write is answered although the driver never made it.
+        let mut r = replay(&text);
+        let region = r.alloc_dma(8192).unwrap();
+        r.dma_write(region.id, 0, b"cmd:go").unwrap();
+        let mut word = [0u8; 4];
+        for want in [0, 0, 0x2a] {
+            r.dma_read(region.id, 0x10, &mut word).unwrap();
+            assert_eq!(word, [want, 0, 0, 0]);
+        }
+        // Out of the region: refused as the recorded transport refused it.
+        assert!(matches!(
+            r.dma_read(region.id, 8190, &mut word),
+            Err(PciError::OutOfRange { .. })
+        ));
+        r.dma_write(region.id, 4, b"ok").unwrap();
+        let stats = r.finish().unwrap();
+        assert_eq!((stats.finished, stats.stepped), (6, 0));
+        // Other bytes than recorded: a mismatch at the write's line.
+        let mut r = replay(&text);
+        let region = r.alloc_dma(8192).unwrap();
+        let d = divergence(r.dma_write(region.id, 0, b"cmd:no").unwrap_err());
+        assert_eq!((d.kind, d.line), (DivergenceKind::Mismatch, 3));
+        assert_eq!(
+            d.actual,
+            format!("dma_write 1 0x0 6 sha256 {}", hash(b"cmd:no"))
+        );
+    }
+
+    #[test]
     fn replayed_dma_memory_is_zeroed_sparse_and_bounded() {
-        let mut r = replay("dma_alloc 8192 = id 3 bytes 1099511627776 segs 0x1000:0x2000\n");
+        let mut r = replay_v1("dma_alloc 8192 = id 3 bytes 1099511627776 segs 0x1000:0x2000\n");
         let region = r.alloc_dma(8192).unwrap();
         assert_eq!(region.id, DmaId(3));
         let far = (1u64 << 40) - 4;
