@@ -7,7 +7,7 @@
 //! trace line (or, for a harmless mutation, a clean replay), never a panic
 //! or a hang.
 
-use macuda_gsp::bare::{boot_through_fsp, BootError, BootPatience, BootStep};
+use macuda_gsp::bare::{boot_through_fsp, BootPatience, BootStep};
 use macuda_gsp::firmware::{FirmwareChip, FirmwareSet, FmcImage};
 use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
 use macuda_pci::{
@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 fn recording_patience() -> BootPatience {
     BootPatience {
         card_boot: Duration::from_secs(2),
+        fsp_answer: Duration::from_secs(2),
         gsp_start: Duration::from_secs(2),
         queue_link: Duration::from_secs(2),
         init_done: Duration::from_secs(2),
@@ -38,6 +39,7 @@ fn recording_patience() -> BootPatience {
 fn replay_patience() -> BootPatience {
     BootPatience {
         card_boot: Duration::from_millis(100),
+        fsp_answer: Duration::from_millis(100),
         gsp_start: Duration::from_millis(100),
         queue_link: Duration::from_millis(100),
         init_done: Duration::from_millis(100),
@@ -512,10 +514,10 @@ fn a_divergence_during_the_boot_is_in_the_boot_errors_chain() {
     let last = text.lines().count();
     let cut: String = text.lines().take(last - 5).collect::<Vec<_>>().join("\n") + "\n";
     let mut replay = Replay::parse(&cut).unwrap();
-    let e: BootError = boot_through_fsp(&mut replay, &test_firmware(), &replay_patience())
+    let e = boot_through_fsp(&mut replay, &test_firmware(), &replay_patience())
         .err()
         .expect("the trace ends early");
-    let r = replay_error_in(&e).expect("the replay's error is in the chain");
+    let r = replay_error_in(&*e).expect("the replay's error is in the chain");
     assert!(matches!(&r, ReplayError::Divergence(d) if d.kind == DivergenceKind::PastEnd));
 }
 
