@@ -123,3 +123,27 @@ fn a_boot_that_fails_writes_a_report_with_its_step_and_last_messages() {
         assert!(shown.contains(line), "`{line}` missing from:\n{shown}");
     }
 }
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_recorded_boot_replays_strictly_with_no_gaps() {
+    let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let scratch = tempfile::tempdir().unwrap();
+    let trace = scratch.path().join("boot.trace");
+    let (code, out, err) = run(macuda()
+        .args(["--device", "sim", "--record"])
+        .arg(&trace)
+        .args(["boot", "--firmware"])
+        .arg(&dir));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let replay = format!("replay:{}", trace.display());
+    let (code, out, err) = run(macuda()
+        .args(["--device", &replay, "boot", "--firmware"])
+        .arg(&dir));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("booted:    GSP_INIT_DONE"), "{out}");
+    assert!(
+        out.contains("0 stepped over, 0 in gaps, 0 re-reads"),
+        "{out}"
+    );
+}
