@@ -234,7 +234,8 @@ fn a_flush_that_never_completes_ends_in_the_typed_timeout() {
             waited,
         } => {
             assert_eq!(register, "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE");
-            assert_eq!(last >> 31, 1, "TRIGGER still set: {last:#x}");
+            let last = macuda_hw::regs::NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE(last);
+            assert_eq!(last.trigger(), 1, "TRIGGER still set: {last:?}");
             assert!(polls >= 1 && waited >= limit.timeout);
         }
         other => panic!("{other}"),
