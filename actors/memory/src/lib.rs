@@ -2,7 +2,8 @@
 //! every live allocation by device pointer, and pinned host memory the GPU
 //! reaches by DMA. Bare metal it keeps the VRAM allocator and builds the
 //! MMU v3 page tables itself ([`PageTables`], with [`TlsfAllocator`] for
-//! VAs and [`SegregatedFitAllocator`] for video memory: library pieces,
+//! VAs, [`SegregatedFitAllocator`] for video memory and [`flush_tlb`] to
+//! invalidate the GPU's TLB after the tables change: library pieces,
 //! not yet wired into the actor, which waits on the GSP boot; CPU access
 //! goes through the transport); over
 //! the kernel module RM allocates and UVM maps at the addresses this actor
