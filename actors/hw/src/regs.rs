@@ -101,13 +101,19 @@ registers! {
     NV_PGC6_BSI_SECURE_SCRATCH_14 @ 0x0011_80F8 {}
     /// The MMU's TLB invalidate: TRIGGER starts it and reads back 0 once
     /// done; ALL_PDB covers every VA space, else the one named in the two
-    /// PDB registers; ALL_VA every address. (The Turing layout, which RM,
-    /// nouveau and tinygrad use on every later chip.)
+    /// PDB registers; ALL_VA every address. `replay` and `ack` are for
+    /// replayable faults and acknowledged membars, `cache_level` how deep
+    /// the directory caches are dropped (values in [`mmu_invalidate`]).
+    /// (The Turing layout, which RM, nouveau and tinygrad use on every
+    /// later chip.)
     NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE @ 0x00B8_30B0 {
         all_va: 0:0,
         all_pdb: 1:1,
         hubtlb_only: 2:2,
+        replay: 5:3,
         sys_membar: 6:6,
+        ack: 8:7,
+        cache_level: 26:24,
         trigger: 31:31,
     }
     /// The VA space an invalidate without ALL_PDB covers: its root's
@@ -225,6 +231,91 @@ registers! {
     /// oracle pins it for TU102; GB100's headers place the block at the same
     /// base (reference/submission.md section 2.5).
     NV_VIRTUAL_FUNCTION_DOORBELL @ 0x00BB_0090 {}
+}
+
+/// The values the MMU invalidate registers' fields take (dev_vm.h's names
+/// without the register's prefix), for a driver to compose the write from
+/// and the oracle test to pin.
+pub mod mmu_invalidate {
+    /// `NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB.aperture`: the root in
+    /// video memory.
+    pub const PDB_APERTURE_VID_MEM: u32 = 0;
+    /// The same field: the root in host memory.
+    pub const PDB_APERTURE_SYS_MEM: u32 = 1;
+    /// The PDB registers hold the root's address shifted right by this
+    /// (so the root is 4 KiB aligned); UPPER_PDB takes the bits above what
+    /// the PDB register's `addr` holds.
+    pub const PDB_ADDR_ALIGNMENT: u32 = 12;
+    /// Every VA of the VA spaces covered.
+    pub const ALL_VA_TRUE: u32 = 1;
+    /// Every VA space, whatever the PDB registers hold.
+    pub const ALL_PDB_TRUE: u32 = 1;
+    /// Only the VA space the PDB registers name.
+    pub const ALL_PDB_FALSE: u32 = 0;
+    /// A system-wide memory barrier ahead of the invalidate.
+    pub const SYS_MEMBAR_TRUE: u32 = 1;
+    /// Written to start the invalidate.
+    pub const TRIGGER_TRUE: u32 = 1;
+    /// TRIGGER reads this once the invalidate is done.
+    pub const TRIGGER_FALSE: u32 = 0;
+    /// A plain invalidate: no replay of faulted accesses.
+    pub const REPLAY_NONE: u32 = 0;
+    /// No acknowledgement asked of the other units.
+    pub const ACK_NONE_REQUIRED: u32 = 0;
+    /// Drop every level of the MMU's caches, PTEs and all PDEs.
+    pub const CACHE_LEVEL_ALL: u32 = 0;
+
+    /// Every value above under its dev_vm.h name, for the oracle test.
+    pub const ALL: &[(&str, u32)] = &[
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB_APERTURE_VID_MEM",
+            PDB_APERTURE_VID_MEM,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB_APERTURE_SYS_MEM",
+            PDB_APERTURE_SYS_MEM,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_PDB_ADDR_ALIGNMENT",
+            PDB_ADDR_ALIGNMENT,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_ALL_VA_TRUE",
+            ALL_VA_TRUE,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_ALL_PDB_TRUE",
+            ALL_PDB_TRUE,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_ALL_PDB_FALSE",
+            ALL_PDB_FALSE,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_SYS_MEMBAR_TRUE",
+            SYS_MEMBAR_TRUE,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_TRIGGER_TRUE",
+            TRIGGER_TRUE,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_TRIGGER_FALSE",
+            TRIGGER_FALSE,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_REPLAY_NONE",
+            REPLAY_NONE,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_ACK_NONE_REQUIRED",
+            ACK_NONE_REQUIRED,
+        ),
+        (
+            "NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE_CACHE_LEVEL_ALL",
+            CACHE_LEVEL_ALL,
+        ),
+    ];
 }
 
 /// What a register behind a closed priv target mask reads (the low byte

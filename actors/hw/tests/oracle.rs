@@ -39,6 +39,18 @@ fn registers_match_the_oracle() {
 }
 
 #[test]
+fn mmu_invalidate_values_match_the_oracle() {
+    let o = oracle();
+    for (name, value) in regs::mmu_invalidate::ALL {
+        assert_eq!(
+            o["constants"][name].as_u64(),
+            Some(u64::from(*value)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn classes_match_the_oracle() {
     let o = oracle();
     for (name, value) in class::ALL {

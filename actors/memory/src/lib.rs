@@ -2,7 +2,8 @@
 //! every live allocation by device pointer, and pinned host memory the GPU
 //! reaches by DMA. Bare metal it keeps the VRAM allocator and builds the
 //! MMU v3 page tables itself ([`PageTables`], with [`TlsfAllocator`] for
-//! VAs and [`SegregatedFitAllocator`] for video memory: library pieces,
+//! VAs, [`SegregatedFitAllocator`] for video memory and [`flush_tlb`] to
+//! invalidate the GPU's TLB after the tables change: library pieces,
 //! not yet wired into the actor, which waits on the GSP boot; CPU access
 //! goes through the transport); over
 //! the kernel module RM allocates and UVM maps at the addresses this actor
@@ -21,6 +22,7 @@ mod page_tables;
 mod range;
 mod table_memory;
 mod table_pool;
+mod tlb_flush;
 mod tlb_invalidate;
 mod va_tlsf;
 mod vram_segregated;
@@ -37,6 +39,7 @@ pub use page_tables::PageTables;
 pub use range::{RangeAllocator, RangeError};
 pub use table_memory::{TableMemory, TableMemoryError};
 pub use table_pool::TablePoolError;
+pub use tlb_flush::{flush_tlb, invalidate_tlb, Bar0, FlushLimit, FlushScope, TlbFlushError};
 pub use tlb_invalidate::{PageDirectoryBase, TlbInvalidate};
 pub use va_tlsf::{TlsfAllocator, DEVICE_POINTER_ALIGN};
 pub use vram_segregated::SegregatedFitAllocator;
