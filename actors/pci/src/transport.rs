@@ -111,10 +111,10 @@ pub trait Transport: Send {
     /// # Errors
     /// Unknown region or out-of-range access.
     fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError>;
-    /// CPU read of video memory at a VRAM offset. On the firmware path
-    /// this is the BAR1 window once our page tables map it, which is not
-    /// built yet, so by default it is refused; the null card can keep
-    /// video memory for tests that play the GPU.
+    /// CPU read of video memory at a VRAM offset: over TinyGPU, BAR1 in
+    /// physical mode (as our boot leaves it), inside its window; the null
+    /// card keeps video memory for tests that play the GPU; others refuse
+    /// by default.
     /// # Errors
     /// Refused, or outside video memory.
     fn vram_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError> {

@@ -22,6 +22,9 @@ use wire::{parse_segment_table, SEGMENT_TABLE_BYTES, SYSMEM_PAGE_BYTES};
 const MAX_BARS: u32 = 6;
 /// The BAR all register access goes through.
 const REGISTER_BAR: u32 = 0;
+/// The FB aperture: in physical mode (as our boot leaves it) BAR1 offset
+/// N is video memory address N, for the window's size.
+const FB_BAR: u32 = 1;
 
 /// Opens connections to one TinyGPU server.
 ///
@@ -117,6 +120,18 @@ fn check_span(what: &str, offset: u64, len: usize, size: u64) -> Result<(), PciE
 }
 
 impl TinyGpuTransport {
+    /// BAR1's size, as the server maps it.
+    fn fb_window(&mut self) -> Result<u64, PciError> {
+        self.bars()?
+            .iter()
+            .find(|b| u32::from(b.index) == FB_BAR)
+            .map(|b| b.bytes)
+            .ok_or(PciError::Unsupported {
+                backend: "tinygpu",
+                what: "video memory access (the card maps no BAR1)",
+            })
+    }
+
     /// The client underneath (the benchmark switches batching off on it).
     pub fn connection(&mut self) -> &mut Connection {
         &mut self.conn
@@ -271,6 +286,21 @@ impl Transport for TinyGpuTransport {
 
     fn flush(&mut self) -> Result<(), PciError> {
         self.conn.flush()
+    }
+
+    /// Video memory through BAR1 in physical mode: only the window's first
+    /// bytes (256 MiB on a GB202), where page tables and the CPU-visible
+    /// buffers are placed; anything past it is refused, never wrapped.
+    fn vram_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
+        let window = self.fb_window()?;
+        check_span("the BAR1 window", offset, out.len(), window)?;
+        self.conn.mmio_read(FB_BAR, offset, out)
+    }
+
+    fn vram_write(&mut self, offset: u64, data: &[u8]) -> Result<(), PciError> {
+        let window = self.fb_window()?;
+        check_span("the BAR1 window", offset, data.len(), window)?;
+        self.conn.mmio_write(FB_BAR, offset, data)
     }
 
     fn doorbell(&mut self, token: u32) -> Result<(), PciError> {
