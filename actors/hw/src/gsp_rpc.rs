@@ -108,7 +108,13 @@ pub mod set_page_directory {
     pub const NUM_ENTRIES: usize = 24;
     pub const FLAGS: usize = 28;
     pub const H_VA_SPACE: usize = 32;
+    pub const CH_ID: usize = 36;
+    pub const SUB_DEVICE_ID: usize = 40;
+    pub const PASID: usize = 44;
     pub const BYTES: usize = 48;
+    /// FLAGS bit 3: every channel of the VA space takes the root (RM
+    /// rewrites their instance blocks; the channels must be idle).
+    pub const FLAGS_ALL_CHANNELS: u32 = 1 << 3;
     /// FLAGS bits 1:0: where the root lies.
     pub const FLAGS_APERTURE_MASK: u32 = 0b11;
     pub const APERTURE_VIDMEM: u32 = 0;

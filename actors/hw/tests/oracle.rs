@@ -331,9 +331,17 @@ fn the_set_page_directory_payload_matches_the_oracle() {
         ("params.numEntries", spd::NUM_ENTRIES),
         ("params.flags", spd::FLAGS),
         ("params.hVASpace", spd::H_VA_SPACE),
+        ("params.chId", spd::CH_ID),
+        ("params.subDeviceId", spd::SUB_DEVICE_ID),
+        ("params.pasid", spd::PASID),
     ] {
         assert_eq!(s["offsets"][f].as_u64(), Some(at as u64), "{f}");
     }
+    assert_eq!(
+        o["bit_ranges"]["NV0080_CTRL_DMA_SET_PAGE_DIRECTORY_FLAGS_ALL_CHANNELS"],
+        serde_json::json!([3, 3])
+    );
+    assert_eq!(spd::FLAGS_ALL_CHANNELS, 1 << 3);
     let c = &o["constants"];
     for (name, v) in [
         ("VIDMEM", spd::APERTURE_VIDMEM),
