@@ -2,9 +2,12 @@
 //! BAR1 physical, the tables are written into low video memory through
 //! the BAR1 window over the TinyGPU socket, the TLB is flushed through
 //! BAR0, and the simulated card's own MMU walks what we built. Video
-//! memory past the window is refused, never wrapped.
+//! memory past the window is refused, never wrapped. GSP-RM takes the
+//! root for a VA space of a client of ours (SET_PAGE_DIRECTORY).
 
-use macuda_gsp::bare::{boot_through_fsp, BootPatience};
+use macuda_gsp::bare::{
+    alloc_client_objects, boot_through_fsp, set_page_directory, BootPatience, ClientObjects, GspRpc,
+};
 use macuda_memory::{
     flush_tlb, Aperture, Bar0, FlushLimit, PageFlags, PageSize, PageTables, TableMemory,
     TableMemoryError,
@@ -65,7 +68,7 @@ impl Bar0 for Registers {
     }
 }
 
-fn booted() -> (Server<Card>, tempfile::TempDir, Shared) {
+fn booted() -> (Server<Card>, tempfile::TempDir, Shared, GspRpc) {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(
         &Listen::Unix(dir.path().join("s.sock")),
@@ -85,14 +88,14 @@ fn booted() -> (Server<Card>, tempfile::TempDir, Shared) {
         bar1_bind: Duration::from_millis(200),
     };
     // GSP-RM stays resident on the card; the transport goes on to the
-    // tables.
-    boot_through_fsp(&mut t, &test_firmware(), &patience).unwrap();
-    (server, dir, Rc::new(RefCell::new(t)))
+    // tables, the conversation to the objects.
+    let booted = boot_through_fsp(&mut t, &test_firmware(), &patience).unwrap();
+    (server, dir, Rc::new(RefCell::new(t)), booted.rpc)
 }
 
 #[test]
 fn tables_written_through_bar1_are_walked_by_the_cards_mmu() {
-    let (server, _dir, t) = booted();
+    let (server, _dir, t, mut rpc) = booted();
     let mut tables = PageTables::new(Bar1Window(t.clone()), POOL).unwrap();
     let mut bar0 = Registers(t.clone());
     let (va, pa) = (0x7_4000_0000, 0x1234_5000);
@@ -126,6 +129,28 @@ fn tables_written_through_bar1_are_walked_by_the_cards_mmu() {
             other => panic!("{va:#x} walks to {other:?}"),
         }
     }
+    // GSP-RM takes the root for a VA space of a client of ours, as the
+    // one its channels will use.
+    let h = ClientObjects {
+        client: 0xC1E0_0002,
+        device: 0xC1E0_0003,
+        subdevice: 0xC1E0_0004,
+        va_space: 0xC1E0_0005,
+    };
+    {
+        let mut bus = t.borrow_mut();
+        let bus: &mut TinyGpuTransport = &mut bus;
+        alloc_client_objects(&mut rpc, bus, h).unwrap();
+        set_page_directory(&mut rpc, bus, h, tables.pdb().address).unwrap();
+    }
+    assert_eq!(
+        server
+            .device()
+            .gsp_rm()
+            .calls()
+            .root_of(h.client, h.va_space),
+        Some(root)
+    );
     // Unmapped and flushed: the card faults where nothing is mapped.
     let inv = tables.unmap(va, PageSize::Small.bytes()).unwrap();
     flush_tlb(&mut bar0, &inv, FlushLimit::default()).unwrap();
@@ -136,7 +161,7 @@ fn tables_written_through_bar1_are_walked_by_the_cards_mmu() {
 
 #[test]
 fn video_memory_past_the_bar1_window_is_refused() {
-    let (server, _dir, t) = booted();
+    let (server, _dir, t, _) = booted();
     let window = server.device().chip().bars[1].unwrap().size;
     let mut t = t.borrow_mut();
     let mut word = [0u8; 4];

@@ -122,6 +122,40 @@ pub mod set_page_directory {
     pub const APERTURE_SYSMEM_NONCOH: u32 = 2;
 }
 
+/// The parameters of the objects a driver allocates first over
+/// GSP_RM_ALLOC, in r570's layouts (the firmware checks each size).
+pub mod alloc_params {
+    /// `NV0000_ALLOC_PARAMETERS`: a client. All zero asks for defaults.
+    pub mod root {
+        pub const H_CLIENT: usize = 0;
+        pub const BYTES: usize = 120;
+    }
+    /// `NV0080_ALLOC_PARAMETERS`: a device; `hClientShare` names the
+    /// client whose VA spaces it shares (its own).
+    pub mod device {
+        pub const DEVICE_ID: usize = 0;
+        pub const H_CLIENT_SHARE: usize = 4;
+        pub const BYTES: usize = 56;
+    }
+    /// `NV2080_ALLOC_PARAMETERS`: a subdevice.
+    pub mod subdevice {
+        pub const SUB_DEVICE_ID: usize = 0;
+        pub const BYTES: usize = 4;
+    }
+    /// `NV_VASPACE_ALLOCATION_PARAMETERS` as r570 lays it out (reference
+    /// gsp.md 6.6): 580's without the trailing `pasid`, which the oracle's
+    /// 570 headers do not carry as a struct; tests pin the shared offsets
+    /// to 580's.
+    pub mod va_space {
+        pub const INDEX: usize = 0;
+        pub const FLAGS: usize = 4;
+        pub const VA_SIZE: usize = 8;
+        pub const BIG_PAGE_SIZE: usize = 32;
+        pub const VA_BASE: usize = 40;
+        pub const BYTES: usize = 48;
+    }
+}
+
 /// `rpc_rc_triggered_v17_02`: GSP-RM telling the driver a channel hit a
 /// robust-channel error (RC_TRIGGERED's payload; a journal follows).
 pub mod rc_triggered {

@@ -454,6 +454,10 @@ pub mod vaspace {
     pub const IS_EXTERNALLY_OWNED: u32 = 0x8;
     /// Replayable faults for compute.
     pub const ENABLE_PAGE_FAULTING: u32 = 0x40;
+    /// The user VA space we ask for on both paths (tinygrad's values):
+    /// from 4 KiB up to just below 2^49.
+    pub const USER_BASE: u64 = 0x1000;
+    pub const USER_SIZE: u64 = 0x1_FFFF_FB00_0000;
 }
 
 /// `NV_MEMORY_ALLOCATION_PARAMS`.

@@ -601,3 +601,52 @@ fn system_info_and_the_registry_table_match_the_oracle() {
         Some(LIBOS_PAGE_BYTES as u64)
     );
 }
+
+#[test]
+fn the_first_objects_alloc_params_match_r570() {
+    use macuda_hw::gsp_rpc::alloc_params::{device, root, subdevice, va_space};
+    use macuda_hw::rm::VaSpaceAlloc;
+    use std::mem::offset_of;
+    let o = oracle();
+    let s = &o["structs"];
+    for (name, size, fields) in [
+        (
+            "NV0000_ALLOC_PARAMETERS",
+            root::BYTES,
+            vec![("hClient", root::H_CLIENT)],
+        ),
+        (
+            "NV0080_ALLOC_PARAMETERS",
+            device::BYTES,
+            vec![
+                ("deviceId", device::DEVICE_ID),
+                ("hClientShare", device::H_CLIENT_SHARE),
+            ],
+        ),
+        (
+            "NV2080_ALLOC_PARAMETERS",
+            subdevice::BYTES,
+            vec![("subDeviceId", subdevice::SUB_DEVICE_ID)],
+        ),
+    ] {
+        assert_eq!(s[name]["size"].as_u64(), Some(size as u64), "{name}");
+        for (f, at) in fields {
+            assert_eq!(
+                s[name]["offsets"][f].as_u64(),
+                Some(at as u64),
+                "{name}.{f}"
+            );
+        }
+    }
+    // r570's VA-space parameters are 580's (pinned in rm_oracle.rs) up to
+    // the `pasid` 580 added.
+    assert_eq!(va_space::INDEX, offset_of!(VaSpaceAlloc, index));
+    assert_eq!(va_space::FLAGS, offset_of!(VaSpaceAlloc, flags));
+    assert_eq!(va_space::VA_SIZE, offset_of!(VaSpaceAlloc, va_size));
+    assert_eq!(
+        va_space::BIG_PAGE_SIZE,
+        offset_of!(VaSpaceAlloc, big_page_size)
+    );
+    assert_eq!(va_space::VA_BASE, offset_of!(VaSpaceAlloc, va_base));
+    assert_eq!(va_space::BYTES, offset_of!(VaSpaceAlloc, pasid));
+}

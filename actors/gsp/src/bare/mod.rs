@@ -25,7 +25,8 @@
 //! over it; `init_messages` builds what is queued before the boot; `logs`
 //! reads GSP-RM's log buffers back; `static_info` asks GSP-RM what it
 //! knows of the card once it runs; `transcript` keeps the last messages
-//! both ways for reports.
+//! both ways for reports; `va_space` makes a client's first objects and
+//! hands GSP-RM the root of our page tables.
 
 pub mod boot;
 pub mod boot_params;
@@ -51,6 +52,7 @@ pub mod shared;
 pub mod staging;
 pub mod static_info;
 pub mod transcript;
+pub mod va_space;
 pub mod wpr_meta;
 
 pub use boot::{send_cot, send_cot_with, stage_for_fsp, stage_for_fsp_with, Staged};
@@ -70,3 +72,4 @@ pub use shared::{SharedBlock, RMARGS_BYTES};
 pub use staging::{HostStaging, Piece, StagingLimits};
 pub use static_info::{GspStaticInfo, StaticInfoError};
 pub use transcript::{Direction, RpcEntry, RpcTranscript};
+pub use va_space::{alloc_client_objects, set_page_directory, ClientObjects};

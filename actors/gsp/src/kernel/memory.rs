@@ -12,10 +12,9 @@ use macuda_hw::rm::{
 use std::path::Path;
 use std::sync::Arc;
 
-/// The VA space RM creates (tinygrad's values): from 4 KiB to just below
-/// 2^49.
-const VA_SPACE_BASE: u64 = 0x1000;
-const VA_SPACE_SIZE: u64 = 0x1_FFFF_FB00_0000;
+/// The VA space RM creates.
+const VA_SPACE_BASE: u64 = rm::vaspace::USER_BASE;
+const VA_SPACE_SIZE: u64 = rm::vaspace::USER_SIZE;
 
 /// The window channel context buffers (and the device tests' direct path)
 /// takes VAs from, one after another: above the window kept for mappings
