@@ -290,3 +290,16 @@ pub fn system_info(t: &mut TinyGpuTransport) -> Vec<u8> {
     .encode()
     .unwrap()
 }
+
+/// The boot's waits against the sim, which answers in milliseconds: short,
+/// so a test that fails fails fast.
+pub fn sim_boot_patience() -> macuda_gsp::bare::BootPatience {
+    macuda_gsp::bare::BootPatience {
+        card_boot: Duration::from_secs(2),
+        fsp_answer: Duration::from_secs(2),
+        gsp_start: Duration::from_secs(2),
+        queue_link: Duration::from_secs(2),
+        init_done: Duration::from_secs(2),
+        bar1_bind: Duration::from_millis(200),
+    }
+}

@@ -29,18 +29,7 @@ use macuda_tests::sim_host::{card_trusting_the_test_key, test_firmware, test_fir
 use std::ops::Range;
 use std::time::Duration;
 
-/// Short waits: the sim answers in milliseconds, and a test that fails
-/// should fail fast.
-fn patience() -> BootPatience {
-    BootPatience {
-        card_boot: Duration::from_secs(2),
-        fsp_answer: Duration::from_secs(2),
-        gsp_start: Duration::from_secs(2),
-        queue_link: Duration::from_secs(2),
-        init_done: Duration::from_secs(2),
-        bar1_bind: Duration::from_millis(200),
-    }
-}
+use macuda_tests::sim_host::sim_boot_patience as patience;
 
 enum Socket {
     Unix,

@@ -6,7 +6,7 @@
 //! root for a VA space of a client of ours (SET_PAGE_DIRECTORY).
 
 use macuda_gsp::bare::{
-    alloc_client_objects, boot_through_fsp, set_page_directory, BootPatience, ClientObjects, GspRpc,
+    alloc_client_objects, boot_through_fsp, set_page_directory, ClientObjects, GspRpc,
 };
 use macuda_memory::{
     flush_tlb, Aperture, Bar0, FlushLimit, PageFlags, PageSize, PageTables, TableMemory,
@@ -79,14 +79,7 @@ fn booted() -> (Server<Card>, tempfile::TempDir, Shared, GspRpc) {
         .connect()
         .unwrap();
     enable_bus_master(&mut t).unwrap();
-    let patience = BootPatience {
-        card_boot: Duration::from_secs(2),
-        fsp_answer: Duration::from_secs(2),
-        gsp_start: Duration::from_secs(2),
-        queue_link: Duration::from_secs(2),
-        init_done: Duration::from_secs(2),
-        bar1_bind: Duration::from_millis(200),
-    };
+    let patience = macuda_tests::sim_host::sim_boot_patience();
     // GSP-RM stays resident on the card; the transport goes on to the
     // tables, the conversation to the objects.
     let booted = boot_through_fsp(&mut t, &test_firmware(), &patience).unwrap();

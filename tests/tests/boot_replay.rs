@@ -23,14 +23,7 @@ use std::time::{Duration, Instant};
 
 /// The recording's waits: the sim answers in milliseconds.
 fn recording_patience() -> BootPatience {
-    BootPatience {
-        card_boot: Duration::from_secs(2),
-        fsp_answer: Duration::from_secs(2),
-        gsp_start: Duration::from_secs(2),
-        queue_link: Duration::from_secs(2),
-        init_done: Duration::from_secs(2),
-        bar1_bind: Duration::from_millis(200),
-    }
+    macuda_tests::sim_host::sim_boot_patience()
 }
 
 /// A replay answers at once, so a wait that is not over quickly never

@@ -30,3 +30,32 @@ pub struct FreeSpace {
     /// 1 when all the free space is one block.
     pub free_blocks: u64,
 }
+
+/// A request as both allocators take it: `bytes` rounded up to the
+/// granule and an alignment of at least the granule; a zero size, an
+/// alignment not a power of two, or a size past the address space
+/// refused (the last as out of space, with the largest free block that
+/// `largest` reports).
+///
+/// # Errors
+/// As said.
+pub(crate) fn granular_request(
+    bytes: u64,
+    align: u64,
+    granule: u64,
+    largest: impl FnOnce() -> u64,
+) -> Result<(u64, u64), AllocError> {
+    if bytes == 0 {
+        return Err(AllocError::ZeroSize);
+    }
+    if !align.is_power_of_two() {
+        return Err(AllocError::BadAlignment { align });
+    }
+    let len = bytes
+        .checked_next_multiple_of(granule)
+        .ok_or_else(|| AllocError::OutOfSpace {
+            wanted: bytes,
+            largest: largest(),
+        })?;
+    Ok((len, align.max(granule)))
+}

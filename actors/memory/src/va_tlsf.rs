@@ -17,7 +17,7 @@
 //! (256 bytes: CUDA's promise, ggml's assumption); larger alignments
 //! (2 MiB for huge pages) are given on request.
 
-use crate::allocation::{AllocError, FreeSpace};
+use crate::allocation::{granular_request, AllocError, FreeSpace};
 use std::collections::HashMap;
 
 /// The granule of device pointers: every one is 256-byte aligned, as
@@ -150,19 +150,10 @@ impl TlsfAllocator {
     /// Zero bytes, an alignment not a power of two, or no free block that
     /// holds it.
     pub fn alloc(&mut self, bytes: u64, align: u64) -> Result<u64, AllocError> {
-        if bytes == 0 {
-            return Err(AllocError::ZeroSize);
-        }
-        if !align.is_power_of_two() {
-            return Err(AllocError::BadAlignment { align });
-        }
-        let align = align.max(self.granule);
+        let (len, align) = granular_request(bytes, align, self.granule, || self.largest_free())?;
         let exhausted = |largest| AllocError::OutOfSpace {
             wanted: bytes,
             largest,
-        };
-        let Some(len) = bytes.checked_next_multiple_of(self.granule) else {
-            return Err(exhausted(self.largest_free()));
         };
         let units = len / self.granule;
         // Room for the block's start to be moved up to the alignment.

@@ -9,7 +9,7 @@
 //! Sizes are whole granules (the smallest page a range may be mapped
 //! with); larger alignments (2 MiB for huge pages) are given on request.
 
-use crate::allocation::{AllocError, FreeSpace};
+use crate::allocation::{granular_request, AllocError, FreeSpace};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Size classes: one per bit of a size in granules.
@@ -97,19 +97,10 @@ impl SegregatedFitAllocator {
     /// Zero bytes, an alignment not a power of two, or no free block that
     /// holds it.
     pub fn alloc(&mut self, bytes: u64, align: u64) -> Result<u64, AllocError> {
-        if bytes == 0 {
-            return Err(AllocError::ZeroSize);
-        }
-        if !align.is_power_of_two() {
-            return Err(AllocError::BadAlignment { align });
-        }
-        let align = align.max(self.granule);
+        let (len, align) = granular_request(bytes, align, self.granule, || self.largest_free())?;
         let out_of_space = |largest| AllocError::OutOfSpace {
             wanted: bytes,
             largest,
-        };
-        let Some(len) = bytes.checked_next_multiple_of(self.granule) else {
-            return Err(out_of_space(self.largest_free()));
         };
         let Some((start, size, aligned)) = self.find(len, align) else {
             return Err(out_of_space(self.largest_free()));
