@@ -33,6 +33,7 @@ pub mod boot_params;
 mod bus;
 pub mod conversation;
 pub mod cot;
+pub mod device_info;
 pub mod early;
 mod error;
 #[cfg(test)]
