@@ -151,6 +151,28 @@ pub mod device_info_table {
     }
 }
 
+/// `NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS` (r570): the
+/// directory levels covering a reserved VA window, handed to GSP-RM.
+pub mod copy_server_reserved_pdes {
+    pub const H_SUB_DEVICE: usize = 0;
+    pub const SUB_DEVICE_ID: usize = 4;
+    pub const PAGE_SIZE: usize = 8;
+    pub const VIRT_ADDR_LO: usize = 16;
+    pub const VIRT_ADDR_HI: usize = 24;
+    pub const NUM_LEVELS_TO_COPY: usize = 32;
+    pub const LEVELS: usize = 40;
+    pub const MAX_LEVELS: usize = 6;
+    pub const BYTES: usize = 184;
+    /// One level, 24 bytes.
+    pub mod level {
+        pub const PHYS_ADDRESS: usize = 0;
+        pub const SIZE: usize = 8;
+        pub const APERTURE: usize = 16;
+        pub const PAGE_SHIFT: usize = 20;
+        pub const BYTES: usize = 24;
+    }
+}
+
 /// `NV2080_ENGINE_TYPE_*`: RM's engine numbering.
 pub mod engine_type {
     pub const GRAPHICS: u32 = 0x1;
