@@ -706,3 +706,41 @@ fn the_golden_context_controls_match_r570() {
         ],
     );
 }
+
+#[test]
+fn the_golden_context_constants_match_r570() {
+    use macuda_hw::gsp_rpc::{device_info_table as d, engine_type as e};
+    use macuda_hw::rm::control;
+    let o = oracle();
+    let c = &o["constants"];
+    for (name, value) in [
+        (
+            "NV2080_CTRL_CMD_FIFO_GET_DEVICE_INFO_TABLE",
+            u64::from(control::FIFO_GET_DEVICE_INFO_TABLE),
+        ),
+        (
+            "NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES",
+            u64::from(control::VASPACE_COPY_SERVER_RESERVED_PDES),
+        ),
+        ("NV2080_ENGINE_TYPE_GRAPHICS", u64::from(e::GRAPHICS)),
+        ("NV2080_ENGINE_TYPE_COPY0", u64::from(e::COPY0)),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_MAX_ENTRIES",
+            d::MAX_ENTRIES as u64,
+        ),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_ENGINE_DATA_TYPES",
+            d::entry::ENGINE_DATA_WORDS as u64,
+        ),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_ENGINE_MAX_PBDMA",
+            d::entry::MAX_PBDMAS as u64,
+        ),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_ENGINE_MAX_NAME_LEN",
+            d::entry::ENGINE_NAME_BYTES as u64,
+        ),
+    ] {
+        assert_eq!(c[name].as_u64(), Some(value), "{name}");
+    }
+}
