@@ -163,6 +163,8 @@ pub mod copy_server_reserved_pdes {
     pub const LEVELS: usize = 40;
     pub const MAX_LEVELS: usize = 6;
     pub const BYTES: usize = 184;
+    /// RM's `GMMU_APERTURE_VIDEO` (reference gsp.md 6.6 step 6).
+    pub const APERTURE_VIDEO: u32 = 1;
     /// One level, 24 bytes.
     pub mod level {
         pub const PHYS_ADDRESS: usize = 0;

@@ -47,6 +47,7 @@ pub mod logs;
 pub mod poll;
 pub mod queue;
 pub mod radix3;
+pub mod reserved_pdes;
 pub mod rm_calls;
 mod rpc_error;
 pub mod shared;
