@@ -1,9 +1,11 @@
 //! The golden context's first control on a card we booted: after
 //! `boot_through_fsp`, a client's first objects, then the FIFO
 //! device-info table read from the subdevice, with the runlists of the
-//! graphics/compute engine and the first copy engine.
+//! graphics/compute engine and the first copy engine; then
+//! COPY_SERVER_RESERVED_PDES on the VA space.
 
 use macuda_gsp::bare::device_info::read_device_info;
+use macuda_gsp::bare::reserved_pdes::{copy_server_reserved_pdes, ReservedPdesError, WINDOW_BYTES};
 use macuda_gsp::bare::{alloc_client_objects, boot_through_fsp, BootPatience, ClientObjects};
 use macuda_pci::enable_bus_master;
 use macuda_pci::tinygpu::TinyGpuOpener;
@@ -45,5 +47,30 @@ fn the_device_info_table_names_graphics_and_copy_runlists() {
     assert!(!table.entries.is_empty());
     assert!(table.graphics_runlist().is_some(), "{table:?}");
     assert!(table.copy_runlist().is_some(), "{table:?}");
+    // The sim takes the control on a VA space (it does not check the
+    // levels); on any other object RM refuses it, typed.
+    let tables = [0x20_0000, 0x20_1000, 0x20_2000, 0x20_3000];
+    copy_server_reserved_pdes(
+        &mut rpc,
+        &mut t,
+        h.client,
+        h.subdevice,
+        h.va_space,
+        WINDOW_BYTES,
+        &tables,
+    )
+    .unwrap();
+    assert!(matches!(
+        copy_server_reserved_pdes(
+            &mut rpc,
+            &mut t,
+            h.client,
+            h.subdevice,
+            h.subdevice,
+            WINDOW_BYTES,
+            &tables
+        ),
+        Err(ReservedPdesError::Rpc(_))
+    ));
     drop(server);
 }

@@ -45,7 +45,7 @@ pub fn encode(
     base: u64,
     tables: &[u64],
 ) -> Result<[u8; c::BYTES], ReservedPdesError> {
-    if base % WINDOW_BYTES != 0 {
+    if !base.is_multiple_of(WINDOW_BYTES) {
         return Err(ReservedPdesError::Unaligned { base });
     }
     if tables.len() != WINDOW_LEVEL + 1 {
