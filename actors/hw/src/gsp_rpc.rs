@@ -122,6 +122,65 @@ pub mod set_page_directory {
     pub const APERTURE_SYSMEM_NONCOH: u32 = 2;
 }
 
+/// `NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_PARAMS` (r570): one page of
+/// the FIFO device-info table, read from `BASE_INDEX` while `B_MORE`.
+pub mod device_info_table {
+    pub const BASE_INDEX: usize = 0;
+    pub const NUM_ENTRIES: usize = 4;
+    pub const B_MORE: usize = 8;
+    pub const ENTRIES: usize = 12;
+    /// Entries per page.
+    pub const MAX_ENTRIES: usize = 32;
+    pub const BYTES: usize = 3212;
+    /// `NV2080_CTRL_FIFO_DEVICE_INFO_ENTRY`, 100 bytes.
+    pub mod entry {
+        pub const ENGINE_DATA: usize = 0;
+        pub const ENGINE_DATA_WORDS: usize = 16;
+        pub const PBDMA_IDS: usize = 64;
+        pub const PBDMA_FAULT_IDS: usize = 72;
+        pub const MAX_PBDMAS: usize = 2;
+        pub const NUM_PBDMAS: usize = 80;
+        pub const ENGINE_NAME: usize = 84;
+        pub const ENGINE_NAME_BYTES: usize = 16;
+        pub const BYTES: usize = 100;
+        /// engineData[2]: RM's engine type (`NV2080_ENGINE_TYPE_*`);
+        /// inferred from tinygrad's use (reference gsp.md 6.6 step 5).
+        pub const DATA_RM_ENGINE_TYPE: usize = 2;
+        /// engineData[3]: the runlist id; inferred the same way.
+        pub const DATA_RUNLIST: usize = 3;
+    }
+}
+
+/// `NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS` (r570): the
+/// directory levels covering a reserved VA window, handed to GSP-RM.
+pub mod copy_server_reserved_pdes {
+    pub const H_SUB_DEVICE: usize = 0;
+    pub const SUB_DEVICE_ID: usize = 4;
+    pub const PAGE_SIZE: usize = 8;
+    pub const VIRT_ADDR_LO: usize = 16;
+    pub const VIRT_ADDR_HI: usize = 24;
+    pub const NUM_LEVELS_TO_COPY: usize = 32;
+    pub const LEVELS: usize = 40;
+    pub const MAX_LEVELS: usize = 6;
+    pub const BYTES: usize = 184;
+    /// RM's `GMMU_APERTURE_VIDEO` (reference gsp.md 6.6 step 6).
+    pub const APERTURE_VIDEO: u32 = 1;
+    /// One level, 24 bytes.
+    pub mod level {
+        pub const PHYS_ADDRESS: usize = 0;
+        pub const SIZE: usize = 8;
+        pub const APERTURE: usize = 16;
+        pub const PAGE_SHIFT: usize = 20;
+        pub const BYTES: usize = 24;
+    }
+}
+
+/// `NV2080_ENGINE_TYPE_*`: RM's engine numbering.
+pub mod engine_type {
+    pub const GRAPHICS: u32 = 0x1;
+    pub const COPY0: u32 = 0x9;
+}
+
 /// The parameters of the objects a driver allocates first over
 /// GSP_RM_ALLOC, in r570's layouts (the firmware checks each size).
 pub mod alloc_params {

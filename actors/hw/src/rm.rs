@@ -76,6 +76,8 @@ pub mod control {
     pub const GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
     /// On the subdevice: graphics-engine facts by index ([`super::gr_info`]).
     pub const GR_GET_INFO: u32 = 0x2080_1201;
+    pub const FIFO_GET_DEVICE_INFO_TABLE: u32 = 0x2080_1112;
+    pub const VASPACE_COPY_SERVER_RESERVED_PDES: u32 = 0x90F1_0106;
     /// On the debugger object: every SM's error state for a channel.
     pub const DEBUG_READ_ALL_SM_ERROR_STATES: u32 = 0x83DE_030C;
     /// On the debugger object: the MMU fault addresses RM kept.

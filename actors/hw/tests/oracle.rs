@@ -650,3 +650,97 @@ fn the_first_objects_alloc_params_match_r570() {
     assert_eq!(va_space::VA_BASE, offset_of!(VaSpaceAlloc, va_base));
     assert_eq!(va_space::BYTES, offset_of!(VaSpaceAlloc, pasid));
 }
+
+#[test]
+fn the_golden_context_controls_match_r570() {
+    use macuda_hw::gsp_rpc::{copy_server_reserved_pdes as c, device_info_table as d};
+    let o = oracle();
+    pin_struct(
+        &o,
+        "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_PARAMS",
+        d::BYTES,
+        &[
+            ("baseIndex", d::BASE_INDEX),
+            ("numEntries", d::NUM_ENTRIES),
+            ("bMore", d::B_MORE),
+            ("entries", d::ENTRIES),
+        ],
+    );
+    assert_eq!(d::ENTRIES + d::MAX_ENTRIES * d::entry::BYTES, d::BYTES);
+    pin_struct(
+        &o,
+        "NV2080_CTRL_FIFO_DEVICE_ENTRY",
+        d::entry::BYTES,
+        &[
+            ("engineData", d::entry::ENGINE_DATA),
+            ("pbdmaIds", d::entry::PBDMA_IDS),
+            ("pbdmaFaultIds", d::entry::PBDMA_FAULT_IDS),
+            ("numPbdmas", d::entry::NUM_PBDMAS),
+            ("engineName", d::entry::ENGINE_NAME),
+        ],
+    );
+    pin_struct(
+        &o,
+        "NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS",
+        c::BYTES,
+        &[
+            ("hSubDevice", c::H_SUB_DEVICE),
+            ("subDeviceId", c::SUB_DEVICE_ID),
+            ("pageSize", c::PAGE_SIZE),
+            ("virtAddrLo", c::VIRT_ADDR_LO),
+            ("virtAddrHi", c::VIRT_ADDR_HI),
+            ("numLevelsToCopy", c::NUM_LEVELS_TO_COPY),
+            ("levels", c::LEVELS),
+        ],
+    );
+    assert_eq!(c::LEVELS + c::MAX_LEVELS * c::level::BYTES, c::BYTES);
+    pin_struct(
+        &o,
+        "NV90F1_CTRL_VASPACE_COPY_SERVER_RESERVED_PDES_PARAMS_level",
+        c::level::BYTES,
+        &[
+            ("physAddress", c::level::PHYS_ADDRESS),
+            ("size", c::level::SIZE),
+            ("aperture", c::level::APERTURE),
+            ("pageShift", c::level::PAGE_SHIFT),
+        ],
+    );
+}
+
+#[test]
+fn the_golden_context_constants_match_r570() {
+    use macuda_hw::gsp_rpc::{device_info_table as d, engine_type as e};
+    use macuda_hw::rm::control;
+    let o = oracle();
+    let c = &o["constants"];
+    for (name, value) in [
+        (
+            "NV2080_CTRL_CMD_FIFO_GET_DEVICE_INFO_TABLE",
+            u64::from(control::FIFO_GET_DEVICE_INFO_TABLE),
+        ),
+        (
+            "NV90F1_CTRL_CMD_VASPACE_COPY_SERVER_RESERVED_PDES",
+            u64::from(control::VASPACE_COPY_SERVER_RESERVED_PDES),
+        ),
+        ("NV2080_ENGINE_TYPE_GRAPHICS", u64::from(e::GRAPHICS)),
+        ("NV2080_ENGINE_TYPE_COPY0", u64::from(e::COPY0)),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_MAX_ENTRIES",
+            d::MAX_ENTRIES as u64,
+        ),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_ENGINE_DATA_TYPES",
+            d::entry::ENGINE_DATA_WORDS as u64,
+        ),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_ENGINE_MAX_PBDMA",
+            d::entry::MAX_PBDMAS as u64,
+        ),
+        (
+            "NV2080_CTRL_FIFO_GET_DEVICE_INFO_TABLE_ENGINE_MAX_NAME_LEN",
+            d::entry::ENGINE_NAME_BYTES as u64,
+        ),
+    ] {
+        assert_eq!(c[name].as_u64(), Some(value), "{name}");
+    }
+}

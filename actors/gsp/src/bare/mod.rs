@@ -33,6 +33,7 @@ pub mod boot_params;
 mod bus;
 pub mod conversation;
 pub mod cot;
+pub mod device_info;
 pub mod early;
 mod error;
 #[cfg(test)]
@@ -46,6 +47,7 @@ pub mod logs;
 pub mod poll;
 pub mod queue;
 pub mod radix3;
+pub mod reserved_pdes;
 pub mod rm_calls;
 mod rpc_error;
 pub mod shared;
