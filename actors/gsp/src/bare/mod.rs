@@ -26,7 +26,8 @@
 //! reads GSP-RM's log buffers back; `static_info` asks GSP-RM what it
 //! knows of the card once it runs; `transcript` keeps the last messages
 //! both ways for reports; `va_space` makes a client's first objects and
-//! hands GSP-RM the root of our page tables.
+//! hands GSP-RM the root of our page tables; `device_info` and
+//! `reserved_pdes` are the golden context's first controls.
 
 pub mod boot;
 pub mod boot_params;
