@@ -3,24 +3,9 @@
 //! leaves bus mastering off; with NVIDIA's images (`MACUDA_FIRMWARE`) the
 //! simulated card boots to GSP_INIT_DONE, every step printed.
 
-use std::process::Command;
+mod common;
 
-fn macuda() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_macuda"));
-    c.env("MACUDA_LOG", "off")
-        .env_remove("MACUDA_DEVICE")
-        .env_remove("MACUDA_FIRMWARE");
-    c
-}
-
-fn run(c: &mut Command) -> (i32, String, String) {
-    let out = c.output().expect("macuda runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{macuda, run};
 
 #[test]
 fn the_null_device_and_the_kernel_module_have_nothing_for_us_to_boot() {

@@ -2,24 +2,9 @@
 //! the missing file named and the way to fetch the images; the real
 //! images, where `MACUDA_FIRMWARE` names them, are summarised.
 
-use std::process::Command;
+mod common;
 
-fn macuda() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_macuda"));
-    c.env("MACUDA_LOG", "off")
-        .env_remove("MACUDA_DEVICE")
-        .env_remove("MACUDA_FIRMWARE");
-    c
-}
-
-fn run(c: &mut Command) -> (i32, String, String) {
-    let out = c.output().expect("macuda runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{macuda, run};
 
 #[test]
 fn an_empty_firmware_directory_names_the_missing_file_and_how_to_fetch_it() {
