@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256, Sha384};
 use std::path::Path;
 use std::time::Duration;
 
+pub mod bar1;
 pub mod rpc;
 
 pub const PAGE: u64 = 4096;

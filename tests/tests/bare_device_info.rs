@@ -6,7 +6,9 @@
 
 use macuda_gsp::bare::device_info::read_device_info;
 use macuda_gsp::bare::reserved_pdes::{copy_server_reserved_pdes, ReservedPdesError, WINDOW_BYTES};
-use macuda_gsp::bare::{alloc_client_objects, boot_through_fsp, BootPatience, ClientObjects};
+use macuda_gsp::bare::{
+    alloc_client_objects, boot_through_fsp, BootPatience, ClientObjects, TablesOwner,
+};
 use macuda_pci::enable_bus_master;
 use macuda_pci::tinygpu::TinyGpuOpener;
 use macuda_sim::{Card, Listen, Server};
@@ -42,7 +44,7 @@ fn the_device_info_table_names_graphics_and_copy_runlists() {
         subdevice: 0xC1E0_0014,
         va_space: 0xC1E0_0015,
     };
-    alloc_client_objects(&mut rpc, &mut t, h).unwrap();
+    alloc_client_objects(&mut rpc, &mut t, h, TablesOwner::Driver).unwrap();
     let table = read_device_info(&mut rpc, &mut t, h.client, h.subdevice).unwrap();
     assert!(!table.entries.is_empty());
     assert!(table.graphics_runlist().is_some(), "{table:?}");

@@ -5,86 +5,16 @@
 //! memory past the window is refused, never wrapped. GSP-RM takes the
 //! root for a VA space of a client of ours (SET_PAGE_DIRECTORY).
 
-use macuda_gsp::bare::{
-    alloc_client_objects, boot_through_fsp, set_page_directory, ClientObjects, GspRpc,
-};
-use macuda_memory::{
-    flush_tlb, Aperture, Bar0, FlushLimit, PageFlags, PageSize, PageTables, TableMemory,
-    TableMemoryError,
-};
-use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
-use macuda_pci::{enable_bus_master, PciError, Transport};
+use macuda_gsp::bare::{alloc_client_objects, set_page_directory, ClientObjects, TablesOwner};
+use macuda_memory::{flush_tlb, Aperture, FlushLimit, PageFlags, PageSize, PageTables};
+use macuda_pci::tinygpu::TinyGpuTransport;
+use macuda_pci::{PciError, Transport};
 use macuda_sim::mmu::{Access, PageDirectory, Target, Walked};
-use macuda_sim::{Card, Listen, Server};
-use macuda_tests::sim_host::{card_trusting_the_test_key, test_firmware};
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::time::Duration;
+use macuda_tests::sim_host::bar1::{booted, Bar1Window, Registers};
 
 const MIB: u64 = 1 << 20;
 /// The table pool: low in video memory, well inside a 256 MiB window.
 const POOL: std::ops::Range<u64> = 2 * MIB..6 * MIB;
-
-type Shared = Rc<RefCell<TinyGpuTransport>>;
-
-/// Video memory as the builder reaches it: BAR1 over the socket.
-struct Bar1Window(Shared);
-
-impl TableMemory for Bar1Window {
-    fn read(&self, address: u64, out: &mut [u8]) -> Result<(), TableMemoryError> {
-        let len = out.len();
-        self.0
-            .borrow_mut()
-            .vram_read(address, out)
-            .map_err(|e| TableMemoryError {
-                address,
-                len,
-                why: e.to_string(),
-            })
-    }
-
-    fn write(&mut self, address: u64, data: &[u8]) -> Result<(), TableMemoryError> {
-        self.0
-            .borrow_mut()
-            .vram_write(address, data)
-            .map_err(|e| TableMemoryError {
-                address,
-                len: data.len(),
-                why: e.to_string(),
-            })
-    }
-}
-
-/// BAR0 over the same socket.
-struct Registers(Shared);
-
-impl Bar0 for Registers {
-    fn read32(&mut self, reg: u32) -> Result<u32, PciError> {
-        self.0.borrow_mut().mmio_read32(u64::from(reg))
-    }
-
-    fn write32(&mut self, reg: u32, value: u32) -> Result<(), PciError> {
-        self.0.borrow_mut().mmio_write32(u64::from(reg), value)
-    }
-}
-
-fn booted() -> (Server<Card>, tempfile::TempDir, Shared, GspRpc) {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &Listen::Unix(dir.path().join("s.sock")),
-        Card::new(card_trusting_the_test_key()),
-    )
-    .unwrap();
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
-        .connect()
-        .unwrap();
-    enable_bus_master(&mut t).unwrap();
-    let patience = macuda_tests::sim_host::sim_boot_patience();
-    // GSP-RM stays resident on the card; the transport goes on to the
-    // tables, the conversation to the objects.
-    let booted = boot_through_fsp(&mut t, &test_firmware(), &patience).unwrap();
-    (server, dir, Rc::new(RefCell::new(t)), booted.rpc)
-}
 
 #[test]
 fn tables_written_through_bar1_are_walked_by_the_cards_mmu() {
@@ -133,7 +63,7 @@ fn tables_written_through_bar1_are_walked_by_the_cards_mmu() {
     {
         let mut bus = t.borrow_mut();
         let bus: &mut TinyGpuTransport = &mut bus;
-        alloc_client_objects(&mut rpc, bus, h).unwrap();
+        alloc_client_objects(&mut rpc, bus, h, TablesOwner::Driver).unwrap();
         set_page_directory(&mut rpc, bus, h, tables.pdb().address).unwrap();
     }
     assert_eq!(

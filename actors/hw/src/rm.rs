@@ -82,6 +82,12 @@ pub mod control {
     pub const DEBUG_READ_ALL_SM_ERROR_STATES: u32 = 0x83DE_030C;
     /// On the debugger object: the MMU fault addresses RM kept.
     pub const DEBUG_READ_MMU_FAULT_INFO: u32 = 0x83DE_0328;
+    /// On the subdevice: the graphics context buffers' sizes and
+    /// alignments ([`super::promote::ContextBuffersInfo`]).
+    pub const INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO: u32 = 0x2080_0A32;
+    /// On the subdevice: hand RM a channel's context buffers, placed by
+    /// the driver ([`super::promote::PromoteCtx`]).
+    pub const GPU_PROMOTE_CTX: u32 = 0x2080_012B;
 }
 
 /// `NV_STATUS` codes RM answers with, and their names.
@@ -754,7 +760,7 @@ pub const ENGINE_TYPE_COPY: [u32; 10] = [9, 10, 11, 12, 13, 14, 15, 16, 17, 18];
 
 /// `NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ChannelGroupAlloc {
     pub h_object_error: u32,
     pub h_object_ecc_error: u32,
@@ -770,7 +776,7 @@ pub struct ChannelGroupAlloc {
 /// on GH100) and moves the channel to that engine's runlist, whatever
 /// engine its group was made on.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct CopyObjectAlloc {
     pub version: u32,
     /// An `NV2080_ENGINE_TYPE_*` under version 1.
@@ -783,7 +789,7 @@ pub const COPY_OBJECT_ALLOC_VERSION_ENGINE_TYPE: u32 = 1;
 
 /// `NV_CTXSHARE_ALLOCATION_PARAMETERS`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct CtxShareAlloc {
     pub h_va_space: u32,
     pub flags: u32,
@@ -796,7 +802,7 @@ pub const CTXSHARE_SUBCONTEXT_ASYNC: u32 = 1;
 
 /// `NV_MEMORY_DESC_PARAMS`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MemoryDesc {
     pub base: u64,
     pub size: u64,
@@ -814,7 +820,7 @@ pub mod address_space {
 
 /// `NV_CHANNEL_ALLOC_PARAMS` (= NV_CHANNELGPFIFO_ALLOCATION_PARAMETERS).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ChannelAlloc {
     pub h_object_error: u32,
     pub h_object_buffer: u32,
@@ -849,14 +855,14 @@ pub struct ChannelAlloc {
 
 /// `NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WorkSubmitToken {
     pub token: u32,
 }
 
 /// `NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct GpfifoSchedule {
     pub enable: u8,
     pub skip_submit: u8,
@@ -877,7 +883,7 @@ pub struct GrGetInfo {
 
 /// `NV83DE_ALLOC_PARAMETERS`: a debugger on one client's compute object.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct DebuggerAlloc {
     pub h_debugger_client_obsolete: u32,
     pub h_app_client: u32,
@@ -940,7 +946,7 @@ impl Default for ReadAllSmErrorStates {
 
 /// `NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_ENTRY`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MmuFaultEntry {
     pub fault_address: u64,
     /// `NV_PFAULT_FAULT_TYPE_*` ([`fault_type_name`]).
@@ -954,7 +960,7 @@ pub const MMU_FAULT_ENTRIES: usize = 4;
 
 /// `NV83DE_CTRL_DEBUG_READ_MMU_FAULT_INFO_PARAMS`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ReadMmuFaultInfo {
     pub entries: [MmuFaultEntry; MMU_FAULT_ENTRIES],
     pub count: u32,
@@ -1036,5 +1042,94 @@ mod tests {
         assert_eq!(chip_name(0x1B0, 2), Some("GB202"));
         assert_eq!(chip_name(0x180, 7), None);
         assert_eq!(c_string(b"NVIDIA H200\0junk"), "NVIDIA H200");
+    }
+}
+
+/// Context promotion: the buffers a graphics/compute context needs, which
+/// on bare metal the driver places itself and then hands GSP-RM
+/// (`NV2080_CTRL_CMD_GPU_PROMOTE_CTX`), after asking their sizes
+/// (`NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO`).
+pub mod promote {
+    /// `NV2080_CTRL_GPU_PROMOTE_CTX_BUFFER_ID_*`: which buffer an entry is.
+    pub mod buffer_id {
+        pub const MAIN: u16 = 0;
+        pub const PM: u16 = 1;
+        pub const PATCH: u16 = 2;
+        pub const BUFFER_BUNDLE_CB: u16 = 3;
+        pub const PAGEPOOL: u16 = 4;
+        pub const ATTRIBUTE_CB: u16 = 5;
+        pub const RTV_CB_GLOBAL: u16 = 6;
+        pub const FECS_EVENT: u16 = 9;
+        pub const PRIV_ACCESS_MAP: u16 = 10;
+        pub const UNRESTRICTED_PRIV_ACCESS_MAP: u16 = 11;
+    }
+
+    /// `NV0080_CTRL_FIFO_GET_ENGINE_CONTEXT_PROPERTIES_ENGINE_ID_GRAPHICS*`:
+    /// the index of a buffer's (size, alignment) in the KGR info.
+    pub mod info_index {
+        pub const GRAPHICS: usize = 0;
+        pub const PM: usize = 9;
+        pub const PATCH: usize = 16;
+        pub const BUNDLE_CB: usize = 17;
+        pub const PAGEPOOL_GLOBAL: usize = 18;
+        pub const ATTRIBUTE_CB: usize = 19;
+        pub const RTV_CB_GLOBAL: usize = 20;
+        pub const FECS_EVENT: usize = 23;
+        pub const PRIV_ACCESS_MAP: usize = 24;
+    }
+
+    /// Buffers a context has, each with a (size, alignment) in the info.
+    pub const BUFFERS_PER_ENGINE: usize = 26;
+    /// Engines the info describes; the graphics engine is the first.
+    pub const INFO_ENGINES: usize = 8;
+    /// Entries one promotion carries at most.
+    pub const MAX_ENTRIES: usize = 16;
+    /// `physAttr` of a buffer in video memory (what tinygrad sends; RM's
+    /// attribute word for contiguous video memory).
+    pub const PHYS_ATTR_VIDEO: u32 = 4;
+
+    /// `NV2080_CTRL_INTERNAL_ENGINE_CONTEXT_BUFFER_INFO`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct BufferInfo {
+        pub size: u32,
+        pub alignment: u32,
+    }
+
+    /// `NV2080_CTRL_INTERNAL_STATIC_GR_GET_CONTEXT_BUFFERS_INFO_PARAMS`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct ContextBuffersInfo {
+        pub engines: [[BufferInfo; BUFFERS_PER_ENGINE]; INFO_ENGINES],
+    }
+
+    /// `NV2080_CTRL_GPU_PROMOTE_CTX_BUFFER_ENTRY`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct Entry {
+        pub gpu_phys_addr: u64,
+        pub gpu_virt_addr: u64,
+        pub size: u64,
+        pub phys_attr: u32,
+        pub buffer_id: u16,
+        pub initialize: u8,
+        pub nonmapped: u8,
+    }
+
+    /// `NV2080_CTRL_GPU_PROMOTE_CTX_PARAMS`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct PromoteCtx {
+        pub engine_type: u32,
+        pub h_client: u32,
+        pub ch_id: u32,
+        pub h_chan_client: u32,
+        pub h_object: u32,
+        pub h_virt_memory: u32,
+        pub virt_address: u64,
+        pub size: u64,
+        pub entry_count: u32,
+        pub _pad: u32,
+        pub entries: [Entry; MAX_ENTRIES],
     }
 }

@@ -744,3 +744,126 @@ fn the_golden_context_constants_match_r570() {
         assert_eq!(c[name].as_u64(), Some(value), "{name}");
     }
 }
+
+#[test]
+fn context_promotion_matches_the_oracle() {
+    use macuda_hw::rm::{control, promote};
+    use std::mem::{offset_of, size_of};
+    let o = oracle();
+    let s = &o["structs"];
+    let c = &o["constants"];
+    let pin = |name: &str, size: usize, fields: &[(&str, usize)]| {
+        assert_eq!(s[name]["size"].as_u64(), Some(size as u64), "{name} size");
+        for (f, at) in fields {
+            assert_eq!(
+                s[name]["offsets"][f].as_u64(),
+                Some(*at as u64),
+                "{name}.{f}"
+            );
+        }
+    };
+    pin(
+        "NV2080_CTRL_GPU_PROMOTE_CTX_BUFFER_ENTRY",
+        size_of::<promote::Entry>(),
+        &[
+            ("gpuPhysAddr", offset_of!(promote::Entry, gpu_phys_addr)),
+            ("gpuVirtAddr", offset_of!(promote::Entry, gpu_virt_addr)),
+            ("size", offset_of!(promote::Entry, size)),
+            ("physAttr", offset_of!(promote::Entry, phys_attr)),
+            ("bufferId", offset_of!(promote::Entry, buffer_id)),
+            ("bInitialize", offset_of!(promote::Entry, initialize)),
+            ("bNonmapped", offset_of!(promote::Entry, nonmapped)),
+        ],
+    );
+    pin(
+        "NV2080_CTRL_GPU_PROMOTE_CTX_PARAMS",
+        size_of::<promote::PromoteCtx>(),
+        &[
+            ("engineType", offset_of!(promote::PromoteCtx, engine_type)),
+            ("hClient", offset_of!(promote::PromoteCtx, h_client)),
+            ("ChID", offset_of!(promote::PromoteCtx, ch_id)),
+            (
+                "hChanClient",
+                offset_of!(promote::PromoteCtx, h_chan_client),
+            ),
+            ("hObject", offset_of!(promote::PromoteCtx, h_object)),
+            (
+                "hVirtMemory",
+                offset_of!(promote::PromoteCtx, h_virt_memory),
+            ),
+            ("virtAddress", offset_of!(promote::PromoteCtx, virt_address)),
+            ("size", offset_of!(promote::PromoteCtx, size)),
+            ("entryCount", offset_of!(promote::PromoteCtx, entry_count)),
+            ("promoteEntry", offset_of!(promote::PromoteCtx, entries)),
+        ],
+    );
+    pin(
+        "NV2080_CTRL_INTERNAL_ENGINE_CONTEXT_BUFFER_INFO",
+        size_of::<promote::BufferInfo>(),
+        &[
+            ("size", offset_of!(promote::BufferInfo, size)),
+            ("alignment", offset_of!(promote::BufferInfo, alignment)),
+        ],
+    );
+    pin(
+        "NV2080_CTRL_INTERNAL_STATIC_GR_GET_CONTEXT_BUFFERS_INFO_PARAMS",
+        size_of::<promote::ContextBuffersInfo>(),
+        &[("engineContextBuffersInfo", 0)],
+    );
+    let num = |n: &str| c[n].as_u64().unwrap_or_else(|| panic!("{n} missing"));
+    assert_eq!(
+        num("NV2080_CTRL_CMD_GPU_PROMOTE_CTX"),
+        u64::from(control::GPU_PROMOTE_CTX)
+    );
+    assert_eq!(
+        num("NV2080_CTRL_CMD_INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO"),
+        u64::from(control::INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO)
+    );
+    assert_eq!(
+        num("NV2080_CTRL_GPU_PROMOTE_CONTEXT_MAX_ENTRIES"),
+        promote::MAX_ENTRIES as u64
+    );
+    let id = |n: &str| num(&format!("NV2080_CTRL_GPU_PROMOTE_CTX_BUFFER_ID_{n}"));
+    use promote::buffer_id as b;
+    for (name, ours) in [
+        ("MAIN", b::MAIN),
+        ("PM", b::PM),
+        ("PATCH", b::PATCH),
+        ("BUFFER_BUNDLE_CB", b::BUFFER_BUNDLE_CB),
+        ("PAGEPOOL", b::PAGEPOOL),
+        ("ATTRIBUTE_CB", b::ATTRIBUTE_CB),
+        ("RTV_CB_GLOBAL", b::RTV_CB_GLOBAL),
+        ("FECS_EVENT", b::FECS_EVENT),
+        ("PRIV_ACCESS_MAP", b::PRIV_ACCESS_MAP),
+        (
+            "UNRESTRICTED_PRIV_ACCESS_MAP",
+            b::UNRESTRICTED_PRIV_ACCESS_MAP,
+        ),
+    ] {
+        assert_eq!(id(name), u64::from(ours), "buffer id {name}");
+    }
+    let index = |n: &str| {
+        let suffix = if n.is_empty() {
+            String::new()
+        } else {
+            format!("_{n}")
+        };
+        num(&format!(
+            "NV0080_CTRL_FIFO_GET_ENGINE_CONTEXT_PROPERTIES_ENGINE_ID_GRAPHICS{suffix}"
+        ))
+    };
+    use promote::info_index as i;
+    for (name, ours) in [
+        ("", i::GRAPHICS),
+        ("PM", i::PM),
+        ("PATCH", i::PATCH),
+        ("BUNDLE_CB", i::BUNDLE_CB),
+        ("PAGEPOOL_GLOBAL", i::PAGEPOOL_GLOBAL),
+        ("ATTRIBUTE_CB", i::ATTRIBUTE_CB),
+        ("RTV_CB_GLOBAL", i::RTV_CB_GLOBAL),
+        ("FECS_EVENT", i::FECS_EVENT),
+        ("PRIV_ACCESS_MAP", i::PRIV_ACCESS_MAP),
+    ] {
+        assert_eq!(index(name), ours as u64, "info index {name}");
+    }
+}

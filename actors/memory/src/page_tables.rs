@@ -252,6 +252,19 @@ impl<M: TableMemory> PageTables<M> {
         &self.memory
     }
 
+    /// The directory tables on the walk to `va`, the root first, as far
+    /// down as they exist: what GSP-RM is handed to share a window of
+    /// this VA space (COPY_SERVER_RESERVED_PDES).
+    pub fn directories_of(&self, va: u64) -> Vec<u64> {
+        (0..=PD0)
+            .map_while(|d| {
+                self.tables
+                    .get(&TableKey::of(TableKind::Directory(d), va))
+                    .map(|t| t.address)
+            })
+            .collect()
+    }
+
     /// Tables alive, the root included.
     pub fn tables(&self) -> usize {
         self.tables.len()

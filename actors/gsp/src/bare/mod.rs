@@ -27,13 +27,17 @@
 //! knows of the card once it runs; `transcript` keeps the last messages
 //! both ways for reports; `va_space` makes a client's first objects and
 //! hands GSP-RM the root of our page tables; `device_info` and
-//! `reserved_pdes` are the golden context's first controls.
+//! `reserved_pdes` are the golden context's first controls; `channels`
+//! makes channel groups and channels over memory the driver placed,
+//! `debugger` reads what RM kept of a fault, and `golden` builds the golden context and promotes context buffers.
 
 pub mod boot;
 pub mod boot_params;
 mod bus;
+pub mod channels;
 pub mod conversation;
 pub mod cot;
+pub mod debugger;
 pub mod device_info;
 pub mod early;
 mod error;
@@ -41,6 +45,7 @@ mod error;
 mod fake;
 pub mod fsp_boot;
 pub mod fsp_channel;
+pub mod golden;
 pub mod hold_back;
 pub mod init_messages;
 pub mod libos;
@@ -75,4 +80,4 @@ pub use shared::{SharedBlock, RMARGS_BYTES};
 pub use staging::{HostStaging, Piece, StagingLimits};
 pub use static_info::{GspStaticInfo, StaticInfoError};
 pub use transcript::{Direction, RpcEntry, RpcTranscript};
-pub use va_space::{alloc_client_objects, set_page_directory, ClientObjects};
+pub use va_space::{alloc_client_objects, set_page_directory, ClientObjects, TablesOwner};

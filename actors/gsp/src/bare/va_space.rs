@@ -28,8 +28,19 @@ const FIRST_SUBDEVICE_ID: u32 = 1;
 /// No PASID: the VA space is not shared with a CPU process.
 const NO_PASID: u32 = u32::MAX;
 
+/// Who builds a VA space's page tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TablesOwner {
+    /// We do, over the user range, and hand GSP-RM the root
+    /// ([`set_page_directory`]): the user's client.
+    Driver,
+    /// GSP-RM does (all parameters zero): the golden context's private
+    /// client, which shares our tables only in the window it is given.
+    Rm,
+}
+
 /// Allocate the client, its device and subdevice, and a VA space whose
-/// page tables the driver owns.
+/// page tables `owner` builds.
 ///
 /// # Errors
 /// RM's status for the first object refused, or the conversation's.
@@ -37,17 +48,20 @@ pub fn alloc_client_objects(
     rpc: &mut GspRpc,
     bus: &mut dyn CardBus,
     h: ClientObjects,
+    owner: TablesOwner,
 ) -> Result<(), RpcError> {
     let mut device_params = [0u8; device::BYTES];
     put_u32(&mut device_params, device::H_CLIENT_SHARE, h.client);
     let mut va_params = [0u8; va_space::BYTES];
-    put_u32(
-        &mut va_params,
-        va_space::FLAGS,
-        vaspace::IS_EXTERNALLY_OWNED | vaspace::ENABLE_PAGE_FAULTING,
-    );
-    put_u64(&mut va_params, va_space::VA_BASE, vaspace::USER_BASE);
-    put_u64(&mut va_params, va_space::VA_SIZE, vaspace::USER_SIZE);
+    if owner == TablesOwner::Driver {
+        put_u32(
+            &mut va_params,
+            va_space::FLAGS,
+            vaspace::IS_EXTERNALLY_OWNED | vaspace::ENABLE_PAGE_FAULTING,
+        );
+        put_u64(&mut va_params, va_space::VA_BASE, vaspace::USER_BASE);
+        put_u64(&mut va_params, va_space::VA_SIZE, vaspace::USER_SIZE);
+    }
     for (parent, object, class, params) in [
         (0, h.client, class::NV01_ROOT, &[0u8; root::BYTES][..]),
         (h.client, h.device, class::NV01_DEVICE_0, &device_params[..]),
