@@ -26,10 +26,11 @@ use macuda_hw::page;
 use macuda_hw::push::{
     GpEntry, MethodHeader, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT,
 };
+use macuda_memory::{BareLayout, BareMemory, Piece};
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_pci::Transport;
 use macuda_sim::{Card, Server};
-use macuda_tests::sim_host::bar1::{booted, Shared, SharedBus, TestCardMemory};
+use macuda_tests::sim_host::bar1::{bare_memory, booted, Bar1Window, Registers, Shared, SharedBus};
 
 const MIB: u64 = 1 << 20;
 /// Our tables' pool, then the video memory the test hands out: both low,
@@ -40,6 +41,7 @@ const VRAM: std::ops::Range<u64> = 8 * MIB..200 * MIB;
 /// VA space; the user's VAs start past it.
 const WINDOW: u64 = WINDOW_BYTES;
 const USER_VA: u64 = 4 << 30;
+const USER_VA_END: u64 = 1 << 40;
 const RING_ENTRIES: u32 = 64;
 
 const GOLDEN: GoldenHandles = GoldenHandles {
@@ -73,41 +75,36 @@ fn classes(server: &Server<Card>) -> GoldenClasses {
     }
 }
 
-/// Video memory of `bytes`, mapped at the next user VA.
-struct Mapped {
-    phys: u64,
-    va: u64,
-}
-
 struct World {
     server: Server<Card>,
     _dir: tempfile::TempDir,
     t: Shared,
     rpc: GspRpc,
-    memory: TestCardMemory,
-    next_va: u64,
+    memory: BareMemory<Bar1Window, Registers>,
 }
 
 impl World {
     fn new() -> World {
         let (server, dir, t, rpc) = booted();
-        let memory = TestCardMemory::new(&t, POOL, VRAM);
+        let memory = bare_memory(
+            &t,
+            BareLayout {
+                table_pool: POOL,
+                vram: VRAM,
+                va: USER_VA..USER_VA_END,
+            },
+        );
         World {
             server,
             _dir: dir,
             t,
             rpc,
             memory,
-            next_va: USER_VA,
         }
     }
 
-    fn mapped(&mut self, bytes: u64) -> Mapped {
-        let phys = self.memory.video(bytes, page::SMALL).unwrap();
-        let va = self.next_va;
-        self.next_va += bytes.next_multiple_of(page::SMALL);
-        self.memory.map(va, phys, bytes).unwrap();
-        Mapped { phys, va }
+    fn mapped(&mut self, bytes: u64) -> Piece {
+        self.memory.alloc(bytes).unwrap()
     }
 
     /// Run `f` with the conversation and the transport as its bus.
@@ -189,7 +186,7 @@ impl World {
 
     /// Put `words` in a push buffer, one GP entry for it at the ring's
     /// slot 0, GP_PUT to 1, and ring the channel's doorbell.
-    fn submit(&mut self, ring: &Mapped, userd: u64, token: u32, words: &[u32]) {
+    fn submit(&mut self, ring: &Piece, userd: u64, token: u32, words: &[u32]) {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let push = self.mapped(bytes.len() as u64);
         self.write(push.phys, &bytes);
@@ -351,7 +348,7 @@ fn a_ring_we_never_mapped_stops_the_channel_and_the_debugger_names_the_address()
     let under = w.user_group();
     let c = classes(&w.server);
     // The ring's VA has no page behind it.
-    let unmapped = USER_VA + 0x1000_0000;
+    let unmapped = USER_VA_END + 0x1000_0000;
     let (ch, userd) = w.channel(&under, COMPUTE, c.compute, unmapped);
     w.rpc(|rpc, bus| {
         alloc_debugger(rpc, bus, USER.client, USER.device, DEBUGGER, ch.engine).unwrap();

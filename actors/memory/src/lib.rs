@@ -15,6 +15,7 @@
 
 mod actor;
 mod allocation;
+mod bare_memory;
 mod error;
 mod freed;
 mod page_mapping;
@@ -32,6 +33,7 @@ pub use actor::{
     MemoryStats, NEVER_MAPPED_VA,
 };
 pub use allocation::{AllocError, FreeSpace};
+pub use bare_memory::{BareLayout, BareMemory, BareMemoryError, Piece};
 pub use error::MemoryError;
 pub use freed::{KEEP_BYTES, KEEP_LARGEST};
 pub use page_mapping::{AddressKind, Aperture, MappedPage, PageFlags, PageSize, PageTableError};

@@ -1,19 +1,14 @@
 //! A booted simulated card as our bare-metal code reaches it: the
 //! transport shared between the page-table builder (video memory through
 //! the BAR1 window), the TLB flush (BAR0) and the RPC conversation, and
-//! the card's memory as the golden context asks for it.
+//! our memory on the card over them.
 
-use macuda_gsp::bare::golden::ContextMemory;
 use macuda_gsp::bare::{boot_through_fsp, CardBus, GspRpc};
-use macuda_memory::{
-    flush_tlb, Aperture, Bar0, FlushLimit, PageFlags, PageSize, PageTables, TableMemory,
-    TableMemoryError,
-};
+use macuda_memory::{Bar0, BareLayout, BareMemory, TableMemory, TableMemoryError};
 use macuda_pci::tinygpu::{TinyGpuOpener, TinyGpuTransport};
 use macuda_pci::{enable_bus_master, DmaId, DmaRegion, PciError, Transport};
 use macuda_sim::{Card, Listen, Server};
 use std::cell::RefCell;
-use std::ops::Range;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -80,59 +75,12 @@ pub fn booted() -> (Server<Card>, tempfile::TempDir, Shared, GspRpc) {
     (server, dir, Rc::new(RefCell::new(t)), booted.rpc)
 }
 
-/// The card's memory as a test places it: our tables in a pool of low
-/// video memory, video memory handed out upward from a start (all of it
-/// inside the BAR1 window, so the test can read what the engines wrote),
-/// every map flushed from the TLB before it returns.
-pub struct TestCardMemory {
-    pub tables: PageTables<Bar1Window>,
-    pub bar0: Registers,
-    next: u64,
-    end: u64,
-}
-
-impl TestCardMemory {
-    pub fn new(t: &Shared, pool: Range<u64>, vram: Range<u64>) -> TestCardMemory {
-        TestCardMemory {
-            tables: PageTables::new(Bar1Window(t.clone()), pool).expect("the root is written"),
-            bar0: Registers(t.clone()),
-            next: vram.start,
-            end: vram.end,
-        }
-    }
-
-    /// The root of the tables, for SET_PAGE_DIRECTORY and the walker.
-    pub fn root(&self) -> u64 {
-        self.tables.pdb().address
-    }
-}
-
-impl ContextMemory for TestCardMemory {
-    fn video(&mut self, bytes: u64, align: u64) -> Result<u64, String> {
-        let at = self.next.next_multiple_of(align);
-        match at.checked_add(bytes) {
-            Some(end) if end <= self.end => {
-                self.next = end;
-                Ok(at)
-            }
-            _ => Err(format!("{bytes:#x} bytes past the test's video memory")),
-        }
-    }
-
-    fn map(&mut self, va: u64, phys: u64, bytes: u64) -> Result<(), String> {
-        let page = PageSize::Small;
-        let size = bytes.next_multiple_of(page.bytes());
-        let inv = self
-            .tables
-            .map(va, phys, size, page, Aperture::Video, PageFlags::default())
-            .map_err(|e| e.to_string())?;
-        flush_tlb(&mut self.bar0, &inv, FlushLimit::default()).map_err(|e| e.to_string())?;
-        self.tables.invalidated(inv).map_err(|e| e.to_string())
-    }
-
-    fn directories_of(&self, va: u64) -> Vec<u64> {
-        self.tables.directories_of(va)
-    }
+/// Our memory on the booted card, its tables and video memory where
+/// `layout` puts them (keep both inside the BAR1 window for the test to
+/// read what the engines wrote).
+pub fn bare_memory(t: &Shared, layout: BareLayout) -> BareMemory<Bar1Window, Registers> {
+    BareMemory::new(Bar1Window(t.clone()), Registers(t.clone()), layout)
+        .expect("the root is written")
 }
 
 /// The shared transport as the RPC conversation's bus, borrowed for each
