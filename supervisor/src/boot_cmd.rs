@@ -50,6 +50,35 @@ pub fn boot(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> BootOutcome {
+    boot_then(
+        device,
+        record,
+        firmware,
+        out,
+        err,
+        |t, mut booted, out, err| {
+            print_booted(&booted, out);
+            check_rm(t, &mut booted, out, err)
+        },
+    )
+}
+
+/// What a command does with a card once GSP-RM runs on it: the
+/// transport, the booted firmware's facts and conversation, and where to
+/// print. Its outcome is the command's.
+pub(crate) type AfterBoot<'a> =
+    dyn FnOnce(&mut dyn Transport, BootedGsp, &mut dyn Write, &mut dyn Write) -> BootOutcome + 'a;
+
+/// Open `device`, boot it, run `then` on it, and clear bus mastering
+/// whatever happened (the firmware stays resident).
+pub(crate) fn boot_then(
+    device: &DeviceSpec,
+    record: Option<PathBuf>,
+    firmware: Option<PathBuf>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    then: impl FnOnce(&mut dyn Transport, BootedGsp, &mut dyn Write, &mut dyn Write) -> BootOutcome,
+) -> BootOutcome {
     let (spec, notes) = device.clone().resolve();
     for n in &notes {
         let _ = writeln!(out, "note: {n}");
@@ -74,7 +103,7 @@ pub fn boot(
     };
     let _ = writeln!(out, "device:    {spec} via {}", opener.describe());
     let outcome = match opener.open() {
-        Ok(mut t) => boot_over(t.as_mut(), firmware, out, err),
+        Ok(mut t) => boot_over(t.as_mut(), firmware, out, err, Box::new(then)),
         Err(e) => {
             print_chain(err, &e);
             BootOutcome::Unusable
@@ -88,6 +117,7 @@ fn boot_over(
     firmware: Option<PathBuf>,
     out: &mut dyn Write,
     err: &mut dyn Write,
+    then: Box<AfterBoot<'_>>,
 ) -> BootOutcome {
     // NVIDIA's card, proven with memory decoding only, before it may
     // master the bus.
@@ -118,10 +148,7 @@ fn boot_over(
         fw.gsp.version.as_deref().unwrap_or("?")
     );
     match boot_through_fsp(&mut OverTransport(t), &fw, &BootPatience::default()) {
-        Ok(mut booted) => {
-            print_booted(&booted, out);
-            check_rm(t, &mut booted, out, err)
-        }
+        Ok(booted) => then(t, booted, out, err),
         Err(e) => {
             let _ = writeln!(out, "boot:      failed at step {:?}", e.step());
             print_chain(err, &e);
@@ -174,7 +201,7 @@ fn write_report(e: &BootFailed) -> Result<PathBuf, ReportError> {
     report.write_into(&crate::host::default_report_dir())
 }
 
-fn print_booted(b: &BootedGsp, out: &mut dyn Write) {
+pub(crate) fn print_booted(b: &BootedGsp, out: &mut dyn Write) {
     let _ = writeln!(
         out,
         "chip:      {:?} (NV_PMC_BOOT_42 {:#010x}), {} MiB usable VRAM",
@@ -318,7 +345,7 @@ fn finish(
     outcome
 }
 
-fn print_chain(err: &mut dyn Write, e: &(dyn std::error::Error + 'static)) {
+pub(crate) fn print_chain(err: &mut dyn Write, e: &(dyn std::error::Error + 'static)) {
     let chain = error_chain(e);
     let _ = writeln!(err, "macuda: error: {}", chain[0]);
     for c in &chain[1..] {

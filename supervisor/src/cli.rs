@@ -158,6 +158,17 @@ enum BenchWhat {
         #[arg(long)]
         variants: bool,
     },
+    /// On a card we boot ourselves (`--device sim|tinygpu|remote|sysfs`):
+    /// allocations of 1 GiB until refused, then halving pieces, both ends
+    /// of each written and read back through the copy engine; the share
+    /// of VRAM handed out.
+    Fill {
+        /// A directory laid out as linux-firmware's nvidia/<chip>/gsp/
+        /// (default: MACUDA_FIRMWARE, else /lib/firmware and
+        /// /usr/lib/firmware).
+        #[arg(long = "firmware", value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `ACTOR[.REQUEST]:ACTION:N`
@@ -316,6 +327,16 @@ pub fn run(
             }
             Err(e) => failed(e, out, err),
         },
+        Command::Bench {
+            what: BenchWhat::Fill { dir },
+        } => {
+            use crate::boot_cmd::BootOutcome;
+            match crate::fill_cmd::fill(&cli.device, dir, out, err) {
+                BootOutcome::Booted => status::OK,
+                BootOutcome::Unusable | BootOutcome::NoFirmware => status::USAGE,
+                BootOutcome::Failed => status::FAILED,
+            }
+        }
         Command::Bench {
             what:
                 BenchWhat::Gpu {

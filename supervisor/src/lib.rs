@@ -10,7 +10,9 @@
 
 pub mod bench;
 mod boot_cmd;
+mod card_port;
 pub mod cli;
+mod fill_cmd;
 mod firmware_cmd;
 pub mod gpu_bench;
 mod host;

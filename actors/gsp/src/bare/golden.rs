@@ -18,6 +18,7 @@ use super::device_info::{read_device_info, DeviceInfoError, DeviceInfoTable};
 use super::reserved_pdes::{copy_server_reserved_pdes, ReservedPdesError, WINDOW_BYTES};
 use super::va_space::{alloc_client_objects, ClientObjects, TablesOwner};
 use super::{CardBus, GspRpc, RpcError};
+use crate::firmware::FirmwareChip;
 use bytemuck::Zeroable;
 use macuda_hw::page;
 use macuda_hw::rm::control;
@@ -83,6 +84,26 @@ pub struct GoldenClasses {
     pub channel: u32,
     pub compute: u32,
     pub copy: u32,
+}
+
+impl GoldenClasses {
+    /// What GSP-RM 570.144 offers each chip it boots on: the classes
+    /// tinygrad makes its channels of (reference 6.6 steps 7, 10, 11).
+    pub fn for_chip(chip: FirmwareChip) -> GoldenClasses {
+        use macuda_hw::methods::{compute, copy, host};
+        match chip {
+            FirmwareChip::Gb202 => GoldenClasses {
+                channel: host::BLACKWELL_CHANNEL_GPFIFO_A,
+                compute: compute::BLACKWELL_COMPUTE_B,
+                copy: copy::BLACKWELL_DMA_COPY_B,
+            },
+            FirmwareChip::Gh100 => GoldenClasses {
+                channel: host::HOPPER_CHANNEL_GPFIFO_A,
+                compute: compute::HOPPER_COMPUTE_A,
+                copy: copy::HOPPER_DMA_COPY_A,
+            },
+        }
+    }
 }
 
 /// One context buffer as the rules ask for it: which, how large, and
