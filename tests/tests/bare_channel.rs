@@ -26,11 +26,14 @@ use macuda_hw::page;
 use macuda_hw::push::{
     GpEntry, MethodHeader, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT,
 };
-use macuda_memory::{BareLayout, BareMemory, Piece};
+use macuda_memory::{BareLayout, BareMemory, Piece, PinnedBuffer, PinnedPool};
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_pci::Transport;
 use macuda_sim::{Card, Server};
-use macuda_tests::sim_host::bar1::{bare_memory, booted, Bar1Window, Registers, Shared, SharedBus};
+use macuda_tests::sim_host::bar1::{
+    bare_memory, booted, booted_card, Bar1Window, Registers, Shared, SharedBus,
+};
+use macuda_tests::sim_host::card_trusting_the_test_key;
 
 const MIB: u64 = 1 << 20;
 /// Our tables' pool, then the video memory the test hands out: both low,
@@ -85,7 +88,10 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let (server, dir, t, rpc) = booted();
+        World::on(booted())
+    }
+
+    fn on((server, dir, t, rpc): (Server<Card>, tempfile::TempDir, Shared, GspRpc)) -> World {
         let memory = bare_memory(
             &t,
             BareLayout {
@@ -366,4 +372,131 @@ fn a_ring_we_never_mapped_stops_the_channel_and_the_debugger_names_the_address()
     // Read once: RM hands each fault out once.
     let again = w.rpc(|rpc, bus| read_mmu_faults(rpc, bus, USER.client, DEBUGGER).unwrap());
     assert!(again.is_empty());
+}
+
+/// Write `data` at byte `offset` of a pinned buffer, mapping by mapping.
+fn write_pinned(t: &Shared, buffer: &PinnedBuffer, offset: u64, data: &[u8]) {
+    let mut done = 0;
+    while done < data.len() {
+        let (m, at) = buffer.locate(offset + done as u64).unwrap();
+        let n = ((m.bytes - at) as usize).min(data.len() - done);
+        t.borrow_mut()
+            .dma_write(m.region.id, at, &data[done..done + n])
+            .unwrap();
+        done += n;
+    }
+}
+
+fn read_pinned(t: &Shared, buffer: &PinnedBuffer, offset: u64, len: usize) -> Vec<u8> {
+    let mut out = vec![0; len];
+    let mut done = 0;
+    while done < len {
+        let (m, at) = buffer.locate(offset + done as u64).unwrap();
+        let n = ((m.bytes - at) as usize).min(len - done);
+        t.borrow_mut()
+            .dma_read(m.region.id, at, &mut out[done..done + n])
+            .unwrap();
+        done += n;
+    }
+    out
+}
+
+#[test]
+fn pinned_host_memory_spans_mappings_of_at_most_32_segments_that_the_copy_engine_reaches() {
+    // Host memory in 1 MiB segments: a mapping holds 32 MiB at most.
+    let card = Card::with_segments(card_trusting_the_test_key(), MIB);
+    let mut w = World::on(booted_card(card));
+    w.golden();
+    let under = w.user_group();
+    let c = classes(&w.server);
+    let ring = w.mapped(u64::from(RING_ENTRIES) * 8);
+    let (ch, userd) = w.channel(&under, COPY, c.copy, ring.va);
+    w.rpc(|rpc, bus| channels::schedule(rpc, bus, USER.client, GROUP.0, true).unwrap());
+
+    let mut pool = PinnedPool::default();
+    let pinned = w
+        .memory
+        .alloc_pinned(&mut pool, &mut SharedBus(w.t.clone()), 80 * MIB)
+        .unwrap();
+    assert_eq!(pinned.bytes, 80 * MIB);
+    assert_eq!(pool.largest_mapping(), 32 * MIB);
+    assert_eq!(pinned.mappings.len(), 3, "{:?}", pinned.mappings);
+    for m in &pinned.mappings {
+        assert!(m.region.segments.len() <= 32, "{m:?}");
+    }
+    let total: u64 = pinned.mappings.iter().map(|m| m.bytes).sum();
+    assert_eq!(total, pinned.bytes);
+
+    // A page straddling the first two mappings goes host -> video memory
+    // -> another place in host memory, in the third mapping.
+    let from = pinned.mappings[1].va - pinned.va - 0x800;
+    let to = pinned.mappings[2].va - pinned.va + 0x1234;
+    let data: Vec<u8> = (0..page::SMALL).map(|i| (i * 13 % 253) as u8).collect();
+    write_pinned(&w.t, &pinned, from, &data);
+    let dst = w.mapped(page::SMALL);
+    let copy_of = |src: u64, dst: u64| {
+        let mut words = methods(
+            SUBCHANNEL_COPY,
+            copy::OFFSET_IN_UPPER::BYTE_OFFSET,
+            &[
+                (src >> 32) as u32,
+                src as u32,
+                (dst >> 32) as u32,
+                dst as u32,
+            ],
+        );
+        words.extend(methods(
+            SUBCHANNEL_COPY,
+            copy::LINE_LENGTH_IN::BYTE_OFFSET,
+            &[page::SMALL as u32],
+        ));
+        words.extend(methods(
+            SUBCHANNEL_COPY,
+            copy::LAUNCH_DMA::BYTE_OFFSET,
+            &[copy::LAUNCH_DMA::DATA_TRANSFER_TYPE_NON_PIPELINED],
+        ));
+        words
+    };
+    let mut words = methods(SUBCHANNEL_COPY, host::SET_OBJECT::BYTE_OFFSET, &[c.copy]);
+    words.extend(copy_of(pinned.va + from, dst.va));
+    words.extend(copy_of(dst.va, pinned.va + to));
+    w.submit(&ring, userd, ch.token, &words);
+    assert_eq!(w.read(dst.phys, data.len()), data);
+    assert_eq!(read_pinned(&w.t, &pinned, to, data.len()), data);
+    assert!(w.server.device().channel_fault(ch.token).is_none());
+
+    // Unmapped again: the card faults where the buffer was.
+    w.memory.free_pinned(&pinned).unwrap();
+    let root = macuda_sim::mmu::PageDirectory {
+        target: macuda_sim::mmu::Target::Video,
+        address: w.memory.root(),
+    };
+    assert!(w
+        .server
+        .device()
+        .translate(root, pinned.va, macuda_sim::mmu::Access::Read)
+        .is_err());
+}
+
+#[test]
+fn a_mapping_the_platform_refuses_for_its_segments_is_asked_again_smaller() {
+    // 512 KiB segments: the first request (the whole 20 MiB) needs 40 of
+    // them, which the sim refuses as the extension's limit; the pool
+    // halves it to 10 MiB, which passes, and learns 32 segments' worth.
+    // (Smaller segments stop our own boot: it stages the FMC in one
+    // 16 MiB mapping.)
+    let card = Card::with_segments(card_trusting_the_test_key(), 512 << 10);
+    let mut w = World::on(booted_card(card));
+    let mut pool = PinnedPool::default();
+    let pinned = w
+        .memory
+        .alloc_pinned(&mut pool, &mut SharedBus(w.t.clone()), 20 * MIB)
+        .unwrap();
+    assert_eq!(pool.largest_mapping(), 16 * MIB);
+    let sizes: Vec<u64> = pinned.mappings.iter().map(|m| m.bytes).collect();
+    assert_eq!(sizes, [10 * MIB, 10 * MIB]);
+    assert!(pinned
+        .mappings
+        .iter()
+        .all(|m| m.region.segments.len() <= 32));
 }

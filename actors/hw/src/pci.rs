@@ -73,6 +73,11 @@ impl Width {
     }
 }
 
+/// Segments one host-memory mapping may have: the macOS extension
+/// TinyGPU drives lists at most this many and silently drops the rest;
+/// the simulated card refuses a mapping that needs more.
+pub const DMA_MAPPING_MAX_SEGMENTS: usize = 32;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,6 +49,10 @@ pub enum BareMemoryError {
     Flush(#[from] TlbFlushError),
     #[error("no allocation at {va:#x}")]
     NotAllocated { va: u64 },
+    #[error("host memory for the GPU: {0}")]
+    Dma(macuda_pci::PciError),
+    #[error("a host mapping of {bytes} bytes gave no page the card can reach")]
+    Unreachable { bytes: u64 },
 }
 
 impl BareMemoryError {
@@ -177,9 +181,7 @@ impl<M: TableMemory, B: Bar0> BareMemory<M, B> {
             .live
             .get(&va)
             .ok_or(BareMemoryError::NotAllocated { va })?;
-        let inv = self.tables.unmap(va, piece.bytes)?;
-        flush_tlb(&mut self.bar0, &inv, self.limit)?;
-        self.tables.invalidated(inv)?;
+        self.unmap_range(va, piece.bytes)?;
         self.live.remove(&va);
         self.vram.free(piece.phys).map_err(BareMemoryError::Vram)?;
         self.va.free(va).map_err(BareMemoryError::Va)?;
@@ -202,11 +204,54 @@ impl<M: TableMemory, B: Bar0> BareMemory<M, B> {
         size: u64,
         page: PageSize,
     ) -> Result<(), BareMemoryError> {
-        let inv = self
-            .tables
-            .map(va, phys, size, page, Aperture::Video, PageFlags::default())?;
+        self.map_with(va, phys, size, page, Aperture::Video, PageFlags::default())
+    }
+
+    /// Map and flush: the one way anything enters the tables.
+    pub(crate) fn map_with(
+        &mut self,
+        va: u64,
+        pa: u64,
+        size: u64,
+        page: PageSize,
+        aperture: Aperture,
+        flags: PageFlags,
+    ) -> Result<(), BareMemoryError> {
+        let inv = self.tables.map(va, pa, size, page, aperture, flags)?;
         flush_tlb(&mut self.bar0, &inv, self.limit)?;
         self.tables.invalidated(inv)?;
+        Ok(())
+    }
+
+    /// Unmap and flush: the one way anything leaves the tables.
+    pub(crate) fn unmap_range(&mut self, va: u64, bytes: u64) -> Result<(), BareMemoryError> {
+        let inv = self.tables.unmap(va, bytes)?;
+        flush_tlb(&mut self.bar0, &inv, self.limit)?;
+        self.tables.invalidated(inv)?;
+        Ok(())
+    }
+
+    /// Fresh VA of `size` bytes (small-page aligned) for a caller that
+    /// maps it itself.
+    pub(crate) fn take_va(&mut self, size: u64) -> Result<u64, BareMemoryError> {
+        self.va
+            .alloc(size, page::SMALL)
+            .map_err(BareMemoryError::Va)
+    }
+
+    pub(crate) fn give_back_va(&mut self, va: u64) {
+        let _ = self.va.free(va);
+    }
+
+    /// Unmap a pinned buffer and give its VA back (the host memory stays
+    /// with the transport).
+    ///
+    /// # Errors
+    /// The tables or the flush.
+    pub fn free_pinned(&mut self, buffer: &crate::PinnedBuffer) -> Result<(), BareMemoryError> {
+        let mapped: u64 = buffer.mappings.iter().map(|m| m.bytes).sum();
+        self.unmap_range(buffer.va, mapped)?;
+        self.va.free(buffer.va).map_err(BareMemoryError::Va)?;
         Ok(())
     }
 }

@@ -82,6 +82,13 @@ impl PciError {
     pub fn is_refusal(&self) -> bool {
         matches!(self, PciError::Refused { .. })
     }
+
+    /// True when this one request was said no to, by the device or by the
+    /// server answering for it (a TinyGPU server's error reply), with the
+    /// connection still sound: a smaller or different request may pass.
+    pub fn is_declined(&self) -> bool {
+        matches!(self, PciError::Refused { .. } | PciError::Server { .. })
+    }
 }
 
 impl ActorFault for PciError {

@@ -14,7 +14,7 @@ use std::os::fd::OwnedFd;
 /// Segments one shared mapping may have: the macOS extension lists no more
 /// (and truncates the rest silently); the sim refuses a mapping that would
 /// need more, so a driver learns it must map in pieces.
-pub const MAX_SEGMENTS: usize = 32;
+pub const MAX_SEGMENTS: usize = macuda_hw::pci::DMA_MAPPING_MAX_SEGMENTS;
 /// Bus addresses of MAP_SYSMEM allocations start here, each allocation
 /// 16 GiB of bus apart; shared mappings start at `SHARED_BUS_BASE`, 4 GiB
 /// apart. Both lie above every BAR a simulated chip places (the BARs end

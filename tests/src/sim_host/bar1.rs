@@ -60,12 +60,15 @@ impl Bar0 for Registers {
 /// its FSP with the test firmware; GSP-RM stays resident, the transport
 /// goes on to the tables, the conversation to the objects.
 pub fn booted() -> (Server<Card>, tempfile::TempDir, Shared, GspRpc) {
+    booted_card(Card::new(super::card_trusting_the_test_key()))
+}
+
+/// [`booted`] on a card of the caller's making (its host memory's
+/// segment size, say).
+pub fn booted_card(card: Card) -> (Server<Card>, tempfile::TempDir, Shared, GspRpc) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let server = Server::start(
-        &Listen::Unix(dir.path().join("s.sock")),
-        Card::new(super::card_trusting_the_test_key()),
-    )
-    .expect("the sim serves");
+    let server =
+        Server::start(&Listen::Unix(dir.path().join("s.sock")), card).expect("the sim serves");
     let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
         .connect()
         .expect("the sim answers");
