@@ -480,21 +480,20 @@ fn pinned_host_memory_spans_mappings_of_at_most_32_segments_that_the_copy_engine
 
 #[test]
 fn a_mapping_the_platform_refuses_for_its_segments_is_asked_again_smaller() {
-    // 512 KiB segments: the first request (the whole 20 MiB) needs 40 of
-    // them, which the sim refuses as the extension's limit; the pool
-    // halves it to 10 MiB, which passes, and learns 32 segments' worth.
-    // (Smaller segments stop our own boot: it stages the FMC in one
-    // 16 MiB mapping.)
-    let card = Card::with_segments(card_trusting_the_test_key(), 512 << 10);
+    // 256 KiB segments: the boot's own 16 MiB mappings need 64 of them
+    // and are asked again smaller; the first pinned request (the whole
+    // 20 MiB, 80 segments) is declined, then 10 MiB (40), then 5 MiB
+    // (20) passes and the pool learns 32 segments' worth, 8 MiB.
+    let card = Card::with_segments(card_trusting_the_test_key(), 256 << 10);
     let mut w = World::on(booted_card(card));
     let mut pool = PinnedPool::default();
     let pinned = w
         .memory
         .alloc_pinned(&mut pool, &mut SharedBus(w.t.clone()), 20 * MIB)
         .unwrap();
-    assert_eq!(pool.largest_mapping(), 16 * MIB);
+    assert_eq!(pool.largest_mapping(), 8 * MIB);
     let sizes: Vec<u64> = pinned.mappings.iter().map(|m| m.bytes).collect();
-    assert_eq!(sizes, [10 * MIB, 10 * MIB]);
+    assert_eq!(sizes, [5 * MIB, 8 * MIB, 7 * MIB]);
     assert!(pinned
         .mappings
         .iter()

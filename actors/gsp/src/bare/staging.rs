@@ -27,7 +27,7 @@ pub struct StagingLimits {
 }
 
 /// macOS's DriverKit extension lists at most this many segments a mapping.
-pub const TINYGPU_MAX_SEGMENTS: usize = 32;
+pub const TINYGPU_MAX_SEGMENTS: usize = macuda_hw::pci::DMA_MAPPING_MAX_SEGMENTS;
 /// What the boot asks for at once: large enough that the 63.5 MB GSP-RM
 /// image takes a handful of mappings, small enough to stay well inside
 /// 32 segments of the sim's (and the extension's) segment sizes.
@@ -173,19 +173,30 @@ impl HostStaging {
     }
 
     /// A fresh mapping of at least `at_least` usable bytes, made current.
+    /// A mapping the platform declines (too many segments for it) is
+    /// asked again at half the size, down to what the piece needs, and
+    /// the smaller size is kept for the mappings after it.
     fn map(
         &mut self,
         bus: &mut dyn CardBus,
         at_least: u64,
         what: &str,
     ) -> Result<&mut Mapping, BareError> {
-        let bytes = self
-            .limits
-            .mapping_bytes
-            .max(at_least + self.limits.reserved_head);
-        let region = bus
-            .alloc_dma(bytes)
-            .context(|| format!("mapping {bytes} bytes of host memory for {what}"))?;
+        let need = at_least + self.limits.reserved_head;
+        let mut bytes = self.limits.mapping_bytes.max(need);
+        let region = loop {
+            match bus.alloc_dma(bytes) {
+                Ok(r) => break r,
+                Err(e) if e.is_declined() && bytes > need => {
+                    bytes = (bytes / 2).next_multiple_of(PAGE_BYTES).max(need);
+                    self.limits.mapping_bytes = bytes;
+                }
+                Err(e) => {
+                    return Err(e)
+                        .context(|| format!("mapping {bytes} bytes of host memory for {what}"))
+                }
+            }
+        };
         let runs = usable_runs(&region, &self.limits);
         self.mappings.push(Mapping {
             region,
