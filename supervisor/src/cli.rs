@@ -136,6 +136,11 @@ enum SimWhat {
         /// the card saw it, to FILE as JSON once the FSP has taken it.
         #[arg(long, value_name = "FILE")]
         boot_record: Option<std::path::PathBuf>,
+        /// Write the context promotions GSP-RM took (each buffer's id, size
+        /// and which addresses it was given) to FILE as JSON, each time
+        /// another is taken.
+        #[arg(long, value_name = "FILE")]
+        rm_record: Option<std::path::PathBuf>,
     },
 }
 
@@ -281,6 +286,7 @@ pub fn run(
                     faults,
                     boot_sequencer,
                     boot_record,
+                    rm_record,
                 },
         } => {
             let s = crate::sim_serve::SimServe {
@@ -291,6 +297,7 @@ pub fn run(
                 faults,
                 boot_sequencer,
                 boot_record,
+                rm_record,
             };
             match crate::sim_serve::serve(s, out) {
                 Ok(()) => status::OK,

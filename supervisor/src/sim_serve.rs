@@ -26,6 +26,8 @@ pub struct SimServe {
     pub boot_sequencer: bool,
     /// Write what each boot was handed here as JSON, replacing the last.
     pub boot_record: Option<PathBuf>,
+    /// Where the context promotions GSP-RM took are written.
+    pub rm_record: Option<PathBuf>,
 }
 
 /// Serve until Ctrl-C. An error says why nothing could be served (an
@@ -54,7 +56,24 @@ pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
     let _ = writeln!(out, "sim: serving until Ctrl-C");
     let _ = out.flush();
     let mut written = 0;
+    let mut promotions = 0;
     server.run_until_watching(&STOP, |card| {
+        if let Some(path) = &s.rm_record {
+            let taken = &card.gsp_rm().calls().promotions;
+            if taken.len() != promotions {
+                promotions = taken.len();
+                let record = serde_json::json!({ "promotions": taken });
+                let line = match write_json(path, &record, "the RM record") {
+                    Ok(()) => format!(
+                        "sim: RM record ({promotions} promotions) written to {}",
+                        path.display()
+                    ),
+                    Err(e) => format!("sim: {e}"),
+                };
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        }
         if let Some(path) = &s.boot_record {
             if card.boot_records() != written {
                 written = card.boot_records();
@@ -74,19 +93,19 @@ pub fn serve(s: SimServe, out: &mut dyn Write) -> Result<(), String> {
 /// The boot record as JSON, whole or not at all: written beside `path` and
 /// renamed over it, so that a reader never sees half of one.
 fn write_record(path: &Path, record: Option<&macuda_sim::BootRecord>) -> Result<(), String> {
-    let json = serde_json::to_vec_pretty(&record)
-        .map_err(|e| format!("the boot record could not be serialised: {e}"))?;
+    write_json(path, &record, "the boot record")
+}
+
+/// `value` as JSON at `path`, whole or not at all.
+fn write_json(path: &Path, value: &impl serde::Serialize, what: &str) -> Result<(), String> {
+    let json = serde_json::to_vec_pretty(value)
+        .map_err(|e| format!("{what} could not be serialised: {e}"))?;
     let mut partial = path.as_os_str().to_owned();
     partial.push(".partial");
     let partial = PathBuf::from(partial);
     std::fs::write(&partial, json)
         .and_then(|()| std::fs::rename(&partial, path))
-        .map_err(|e| {
-            format!(
-                "the boot record could not be written to {}: {e}",
-                path.display()
-            )
-        })
+        .map_err(|e| format!("{what} could not be written to {}: {e}", path.display()))
 }
 
 /// The kernels the served card models, each once.

@@ -233,10 +233,28 @@ fn the_golden_context_is_promoted_with_its_buffers_in_the_shared_window() {
         }
     }
     let mut card = w.server.device();
+    let promotions = card.gsp_rm().calls().promotions.clone();
+    assert_eq!(promotions.len(), 1);
+    let p = &promotions[0];
     assert_eq!(
-        card.gsp_rm().calls().promotions,
-        vec![(GOLDEN.objects.client, GOLDEN.objects.subdevice, 9)]
+        (p.client, p.object, p.channel, p.under_device),
+        (
+            GOLDEN.objects.client,
+            GOLDEN.objects.subdevice,
+            (GOLDEN.objects.client, GOLDEN.channel),
+            true
+        )
     );
+    let ids: Vec<u16> = p.entries.iter().map(|e| e.buffer_id).collect();
+    let placed: Vec<u16> = golden.buffers.iter().map(|b| b.need.id).collect();
+    assert_eq!(ids, placed);
+    // What RM was told matches what was placed: a size and an address
+    // only where the buffer is physical, a VA only where it is virtual.
+    for (e, b) in p.entries.iter().zip(&golden.buffers) {
+        assert_eq!(e.physical, b.need.physical);
+        assert_eq!(e.virtual_, b.need.virtual_);
+        assert_eq!(e.size, if b.need.physical { b.need.bytes } else { 0 });
+    }
     // The window's tables are ours: a buffer's VA walks, through our root,
     // to the video memory we placed it in.
     let root = macuda_sim::mmu::PageDirectory {

@@ -2,7 +2,12 @@
 compared field by field: ours (macuda_gsp::bare's stage_for_fsp and
 send_cot) and tinygrad's (its NVDev), both booting NVIDIA's same images.
 
-    compare.py OURS.json TINYGRAD.json
+    compare.py OURS.json TINYGRAD.json [OURS_RM.json TINYGRAD_RM.json]
+
+With the two RM records (`macuda sim serve --rm-record`), the golden
+context's promotion is compared too: for each context buffer, its size
+and which of its addresses (physical, virtual) each driver gave GSP-RM,
+with the attribute and the initialize and unmapped flags.
 
 Addresses are each driver's own choice: for those only that both are
 page-aligned and non-zero is checked. Every other field must be equal, or
@@ -72,6 +77,36 @@ def flatten(record):
     return out
 
 
+# NV2080_CTRL_GPU_PROMOTE_CTX_BUFFER_ID_*, by number.
+BUFFER_NAMES = {
+    0: "MAIN", 1: "PM", 2: "PATCH", 3: "BUFFER_BUNDLE_CB", 4: "PAGEPOOL",
+    5: "ATTRIBUTE_CB", 6: "RTV_CB_GLOBAL", 9: "FECS_EVENT", 10: "PRIV_ACCESS_MAP",
+    11: "UNRESTRICTED_PRIV_ACCESS_MAP",
+}
+
+
+def load_rm(path):
+    """An RM record; one never written (no promotion taken) is empty."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {"promotions": []}
+
+
+def golden(rm):
+    """The first promotion on a channel straight under its device (the
+    golden context's), as rows."""
+    promos = [p for p in rm.get("promotions", []) if p.get("under_device")]
+    out = {"golden.promotions": len(promos)}
+    if promos:
+        for e in promos[0]["entries"]:
+            name = BUFFER_NAMES.get(e["buffer_id"], str(e["buffer_id"]))
+            for k in ("size", "physical", "virtual_", "phys_attr", "initialize", "nonmapped"):
+                out[f"golden.{name}.{k}"] = e[k]
+    return out
+
+
 def show(v):
     if isinstance(v, bool) or v is None:
         return str(v).lower() if v is not None else "-"
@@ -90,6 +125,9 @@ def main():
         ours = flatten(json.load(f))
     with open(sys.argv[2]) as f:
         theirs = flatten(json.load(f))
+    if len(sys.argv) >= 5:
+        ours.update(golden(load_rm(sys.argv[3])))
+        theirs.update(golden(load_rm(sys.argv[4])))
     rows, bad = [], 0
     for field in sorted(set(ours) | set(theirs), key=lambda k: (k.split(".")[0], k)):
         a, b = ours.get(field), theirs.get(field)

@@ -16,6 +16,7 @@ use crate::chip::RmClasses;
 use crate::mmu::{PageDirectory, Target};
 use macuda_hw::gsp_rpc::set_page_directory as spd;
 use macuda_hw::le::{put_u32 as put, u32_at};
+use macuda_hw::rm::promote::{PromoteCtx, MAX_ENTRIES};
 use macuda_hw::rm::{
     address_space, status, ChannelAlloc, MemoryDesc, MmuFaultEntry, ReadMmuFaultInfo,
     MMU_FAULT_ENTRIES,
@@ -101,9 +102,37 @@ pub struct Calls {
     /// MMU faults of each client's channels not yet read through a
     /// debugger, oldest first, as many as RM keeps.
     pub mmu_faults: HashMap<u32, Vec<MmuFaultEntry>>,
-    /// Context promotions taken (client, object, entries).
-    pub promotions: Vec<(u32, u32, u32)>,
+    /// Context promotions taken, in order.
+    pub promotions: Vec<Promotion>,
     pub unloaded: bool,
+}
+
+/// One GPU_PROMOTE_CTX as GSP-RM took it: who asked, for which channel,
+/// and each buffer's entry (its id, its size, and which of its addresses
+/// the driver gave; the addresses themselves are each driver's choice).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Promotion {
+    pub client: u32,
+    /// The subdevice the control was sent to.
+    pub object: u32,
+    /// The channel's client and handle.
+    pub channel: (u32, u32),
+    /// The channel hangs straight under its device (a golden channel) and
+    /// not in a channel group.
+    pub under_device: bool,
+    pub entries: Vec<PromotedBuffer>,
+}
+
+/// One entry of a promotion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PromotedBuffer {
+    pub buffer_id: u16,
+    pub size: u64,
+    pub physical: bool,
+    pub virtual_: bool,
+    pub phys_attr: u32,
+    pub initialize: u8,
+    pub nonmapped: u8,
 }
 
 /// A channel as its allocation described it: what the engines need to run
@@ -309,8 +338,37 @@ impl Calls {
             }
             control::GPU_PROMOTE_CTX => {
                 on(&[Kind::Subdevice])?;
-                let entries = p.get(40..44).map_or(0, |b| u32_at(b, 0));
-                self.promotions.push((client, object, entries));
+                sized(size_of::<PromoteCtx>())?;
+                let ctx: PromoteCtx = bytemuck::pod_read_unaligned(p);
+                let n = usize::try_from(ctx.entry_count)
+                    .ok()
+                    .filter(|n| *n <= MAX_ENTRIES)
+                    .ok_or(status::INVALID_ARGUMENT)?;
+                let channel = (ctx.h_chan_client, ctx.h_object);
+                let under_device = self
+                    .objects
+                    .get(channel.0, channel.1)
+                    .and_then(|c| self.objects.get(channel.0, c.parent))
+                    .is_some_and(|parent| parent.kind == Kind::Device);
+                let entries = ctx.entries[..n]
+                    .iter()
+                    .map(|e| PromotedBuffer {
+                        buffer_id: e.buffer_id,
+                        size: e.size,
+                        physical: e.gpu_phys_addr != 0,
+                        virtual_: e.gpu_virt_addr != 0,
+                        phys_attr: e.phys_attr,
+                        initialize: e.initialize,
+                        nonmapped: e.nonmapped,
+                    })
+                    .collect();
+                self.promotions.push(Promotion {
+                    client,
+                    object,
+                    channel,
+                    under_device,
+                    entries,
+                });
             }
             control::PERF_BOOST => on(&[Kind::Subdevice])?,
             control::VASPACE_COPY_SERVER_RESERVED_PDES => on(&[Kind::VaSpace])?,
