@@ -25,9 +25,10 @@ use macuda_gsp::bare::{
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::methods::{copy, host};
 use macuda_hw::page;
+use macuda_hw::pci::FB_BAR_INDEX;
 use macuda_hw::push::{GpEntry, MethodHeader, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT};
 use macuda_hw::rm::vaspace;
-use macuda_memory::{BareLayout, BareMemory, BareMemoryError, Piece};
+use macuda_memory::{BareLayout, BareMemory, BareMemoryError, Piece, Placement};
 use macuda_pci::{DeviceSpec, PciError, Transport};
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,9 +37,10 @@ use std::time::{Duration, Instant};
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 /// Low video memory: the first 2 MiB left alone, then our tables' pool;
-/// what we hand out starts above it.
+/// the rest of the BAR1 window is for what the CPU writes, and what we
+/// hand out lies above it (in it only once the card above is full).
 const TABLE_POOL: std::ops::Range<u64> = 2 * MIB..34 * MIB;
-const HANDED_OUT_FROM: u64 = 34 * MIB;
+const CPU_VISIBLE_FROM: u64 = TABLE_POOL.end;
 /// The golden context's window of our VA space, and where the VAs we
 /// hand out start (past it).
 const GOLDEN_WINDOW: u64 = WINDOW_BYTES;
@@ -171,11 +173,22 @@ fn fill_booted(
     booted: BootedGsp,
     out: &mut dyn Write,
 ) -> Result<FillReport, FillError> {
+    let window = t
+        .bars()?
+        .iter()
+        .find(|b| b.index == FB_BAR_INDEX)
+        .map(|b| b.bytes)
+        .ok_or(FillError::Place {
+            what: "our memory",
+            why: "the card shows no BAR1".to_string(),
+        })?
+        .min(booted.vram_ceiling);
     let port = CardPort::new(t);
     let mut rpc = booted.rpc;
     let layout = BareLayout {
         table_pool: TABLE_POOL,
-        vram: HANDED_OUT_FROM..booted.vram_ceiling,
+        cpu_visible: CPU_VISIBLE_FROM..window,
+        vram: window..booted.vram_ceiling,
         va: VA_FROM..vaspace::USER_BASE + vaspace::USER_SIZE,
     };
     let mut memory: CardMemory = BareMemory::new(port.clone(), port.clone(), layout)?;
@@ -195,15 +208,17 @@ fn fill_booted(
         golden.window
     );
     let mut queue = copy_queue(&port, &mut rpc, &mut memory, classes)?;
-    let staging = memory.alloc(page::SMALL)?;
-    let readback = memory.alloc(page::SMALL)?;
+    let staging = memory.alloc_visible(page::SMALL)?;
+    let readback = memory.alloc_visible(page::SMALL)?;
     let overhead = memory.vram_handed_out();
     let _ = writeln!(
         out,
-        "ours:      {} MiB of video memory from {:#x} to {:#x}; tables, channel and golden context took {} KiB",
+        "ours:      {} MiB of video memory from {:#x} to {:#x}, the CPU's {} MiB of it below {:#x} (BAR1); tables, channel and golden context took {} KiB",
         memory.vram_capacity() / MIB,
-        HANDED_OUT_FROM,
+        CPU_VISIBLE_FROM,
         booted.vram_ceiling,
+        (window - CPU_VISIBLE_FROM) / MIB,
+        window,
         overhead >> 10
     );
 
@@ -251,15 +266,15 @@ fn copy_queue(
     alloc_client_objects(rpc, bus, USER, TablesOwner::Driver)?;
     set_page_directory(rpc, bus, USER, memory.root())?;
     let under = alloc_group(rpc, bus, USER.client, USER.device, USER.va_space, GROUP)?;
-    let ring = memory.alloc(u64::from(RING_ENTRIES) * ENTRY_BYTES)?;
-    let semaphore = memory.alloc(page::SMALL)?;
-    let push = memory.alloc(page::SMALL)?;
+    let ring = memory.alloc_visible(u64::from(RING_ENTRIES) * ENTRY_BYTES)?;
+    let semaphore = memory.alloc_visible(page::SMALL)?;
+    let push = memory.alloc_visible(page::SMALL)?;
+    let userd = memory.video_placed(USERD_BYTES, page::SMALL, Placement::CpuVisible)?;
     let mut video = |what, bytes| {
         memory
             .video(bytes, page::SMALL)
             .map_err(|why| FillError::Place { what, why })
     };
-    let userd = video("the USERD", USERD_BYTES)?;
     let channel_memory = ChannelMemory {
         ring_va: ring.va,
         entries: RING_ENTRIES,

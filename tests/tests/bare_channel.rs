@@ -26,7 +26,7 @@ use macuda_hw::page;
 use macuda_hw::push::{
     GpEntry, MethodHeader, SUBCHANNEL_COMPUTE, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT,
 };
-use macuda_memory::{BareLayout, BareMemory, Piece, PinnedBuffer, PinnedPool};
+use macuda_memory::{BareLayout, BareMemory, Piece, PinnedBuffer, PinnedPool, Placement};
 use macuda_pci::tinygpu::TinyGpuTransport;
 use macuda_pci::Transport;
 use macuda_sim::{Card, Server};
@@ -36,10 +36,12 @@ use macuda_tests::sim_host::bar1::{
 use macuda_tests::sim_host::card_trusting_the_test_key;
 
 const MIB: u64 = 1 << 20;
-/// Our tables' pool, then the video memory the test hands out: both low,
-/// inside the 256 MiB BAR1 window.
+/// Our tables' pool, the CPU's part of the 256 MiB BAR1 window, and the
+/// rest of the window as the test's "above it" (so that the test can read
+/// whatever the engines wrote).
 const POOL: std::ops::Range<u64> = 2 * MIB..6 * MIB;
-const VRAM: std::ops::Range<u64> = 8 * MIB..200 * MIB;
+const CPU_VISIBLE: std::ops::Range<u64> = 6 * MIB..64 * MIB;
+const VRAM: std::ops::Range<u64> = 64 * MIB..200 * MIB;
 /// The golden context's window: the first 512 MiB-aligned window of our
 /// VA space; the user's VAs start past it.
 const WINDOW: u64 = WINDOW_BYTES;
@@ -96,6 +98,7 @@ impl World {
             &t,
             BareLayout {
                 table_pool: POOL,
+                cpu_visible: CPU_VISIBLE,
                 vram: VRAM,
                 va: USER_VA..USER_VA_END,
             },
@@ -151,7 +154,10 @@ impl World {
         engine_class: u32,
         ring_va: u64,
     ) -> (RpcChannel, u64) {
-        let userd = self.memory.video(USERD_BYTES, page::SMALL).unwrap();
+        let userd = self
+            .memory
+            .video_placed(USERD_BYTES, page::SMALL, Placement::CpuVisible)
+            .unwrap();
         let instance = self.memory.video(INSTANCE_BYTES, page::SMALL).unwrap();
         let method_buffer = self.memory.video(METHOD_BUFFER_BYTES, page::SMALL).unwrap();
         let notifier = self.memory.video(page::SMALL, page::SMALL).unwrap();

@@ -78,6 +78,11 @@ impl Width {
 /// the simulated card refuses a mapping that needs more.
 pub const DMA_MAPPING_MAX_SEGMENTS: usize = 32;
 
+/// The BAR that opens onto video memory (BAR1 on every NVIDIA GPU here):
+/// its size is how much VRAM the CPU can reach, 256 MiB on a small-BAR
+/// card.
+pub const FB_BAR_INDEX: u8 = 1;
+
 #[cfg(test)]
 mod tests {
     use super::*;

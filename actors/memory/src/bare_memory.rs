@@ -1,9 +1,15 @@
 //! The card's memory on bare metal, where nobody but us keeps it: video
 //! memory from the segregated-fit allocator, GPU virtual addresses from
-//! the TLSF allocator, both mapped in our MMU v3 tables (which live in
-//! low video memory the CPU writes through the BAR1 window), and the TLB
+//! the TLSF allocator, both mapped in our MMU v3 tables, and the TLB
 //! flushed after every map and unmap before the call returns. It is also
 //! the memory the golden context is placed in ([`ContextMemory`]).
+//!
+//! Small-BAR placement: the CPU reaches video memory only through the
+//! BAR1 window (256 MiB on a GB202), so the window is kept for what the
+//! CPU must touch. Our tables' pool lies at its bottom, the rest of it is
+//! an allocator of its own that only [`Placement::CpuVisible`] requests
+//! take from first, and everything else is placed above the window, in
+//! the window only once the card above it is full.
 
 use crate::allocation::AllocError;
 use crate::page_mapping::{Aperture, PageFlags, PageSize, PageTableError};
@@ -17,13 +23,25 @@ use macuda_hw::page;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-/// Where each part lies: the tables' pool and the video memory handed
-/// out (both physical), and the VAs handed out.
+/// Where each part lies: the tables' pool, the video memory the CPU can
+/// reach (inside the BAR1 window) and the rest (all physical), and the
+/// VAs handed out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BareLayout {
     pub table_pool: Range<u64>,
+    pub cpu_visible: Range<u64>,
     pub vram: Range<u64>,
     pub va: Range<u64>,
+}
+
+/// Where an allocation's video memory may lie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Inside the BAR1 window: the CPU writes it (rings, USERD, push
+    /// buffers, staging pages).
+    CpuVisible,
+    /// Above the window while there is room, else in it.
+    Anywhere,
 }
 
 /// One allocation: video memory mapped at a VA.
@@ -71,6 +89,8 @@ impl BareMemoryError {
 pub struct BareMemory<M: TableMemory, B: Bar0> {
     tables: PageTables<M>,
     bar0: B,
+    /// Video memory inside the BAR1 window, and above it.
+    window: SegregatedFitAllocator,
     vram: SegregatedFitAllocator,
     va: TlsfAllocator,
     live: BTreeMap<u64, Piece>,
@@ -87,11 +107,15 @@ impl<M: TableMemory, B: Bar0> BareMemory<M, B> {
     /// A range that is not whole pages, or the root not written.
     pub fn new(memory: M, bar0: B, layout: BareLayout) -> Result<Self, BareMemoryError> {
         let span = |r: &Range<u64>| r.end.saturating_sub(r.start);
+        let vram = |r: &Range<u64>| {
+            SegregatedFitAllocator::new(r.start, span(r), page::SMALL)
+                .map_err(BareMemoryError::Vram)
+        };
         Ok(BareMemory {
             tables: PageTables::new(memory, layout.table_pool)?,
             bar0,
-            vram: SegregatedFitAllocator::new(layout.vram.start, span(&layout.vram), page::SMALL)
-                .map_err(BareMemoryError::Vram)?,
+            window: vram(&layout.cpu_visible)?,
+            vram: vram(&layout.vram)?,
             va: TlsfAllocator::new(layout.va.start, span(&layout.va), page::SMALL)
                 .map_err(BareMemoryError::Va)?,
             live: BTreeMap::new(),
@@ -111,14 +135,45 @@ impl<M: TableMemory, B: Bar0> BareMemory<M, B> {
         &self.tables
     }
 
-    /// Video memory the allocator manages.
+    /// Video memory the allocators manage, in the window and above it.
     pub fn vram_capacity(&self) -> u64 {
-        self.vram.capacity()
+        self.window.capacity() + self.vram.capacity()
     }
 
     /// Video memory handed out, mapped or not.
     pub fn vram_handed_out(&self) -> u64 {
-        self.vram.capacity() - self.vram.free_space().free_bytes
+        self.vram_capacity()
+            - self.window.free_space().free_bytes
+            - self.vram.free_space().free_bytes
+    }
+
+    /// Video memory of `size` bytes aligned to `align`, where `placement`
+    /// allows.
+    fn take_vram(
+        &mut self,
+        size: u64,
+        align: u64,
+        placement: Placement,
+    ) -> Result<u64, BareMemoryError> {
+        match placement {
+            Placement::CpuVisible => self.window.alloc(size, align),
+            Placement::Anywhere => match self.vram.alloc(size, align) {
+                Err(AllocError::OutOfSpace { .. }) => self.window.alloc(size, align),
+                r => r,
+            },
+        }
+        .map_err(BareMemoryError::Vram)
+    }
+
+    fn give_back_vram(&mut self, phys: u64) -> Result<u64, BareMemoryError> {
+        let w = &self.window;
+        let in_window = phys >= w.base() && phys - w.base() < w.capacity();
+        if in_window {
+            self.window.free(phys)
+        } else {
+            self.vram.free(phys)
+        }
+        .map_err(BareMemoryError::Vram)
     }
 
     /// Video memory mapped for callers (not counting what was taken
@@ -137,27 +192,38 @@ impl<M: TableMemory, B: Bar0> BareMemory<M, B> {
         }
     }
 
-    /// `bytes` of video memory mapped at fresh VA, flushed. Nothing is
-    /// kept when any step fails.
+    /// `bytes` of video memory mapped at fresh VA, flushed, placed above
+    /// the BAR1 window while there is room. Nothing is kept when any step
+    /// fails.
     ///
     /// # Errors
     /// No room in video memory, VA or the tables' pool; a flush failure.
     pub fn alloc(&mut self, bytes: u64) -> Result<Piece, BareMemoryError> {
+        self.alloc_placed(bytes, Placement::Anywhere)
+    }
+
+    /// As [`BareMemory::alloc`], inside the BAR1 window: memory the CPU
+    /// writes.
+    ///
+    /// # Errors
+    /// As [`BareMemory::alloc`]; no room left in the window.
+    pub fn alloc_visible(&mut self, bytes: u64) -> Result<Piece, BareMemoryError> {
+        self.alloc_placed(bytes, Placement::CpuVisible)
+    }
+
+    fn alloc_placed(&mut self, bytes: u64, placement: Placement) -> Result<Piece, BareMemoryError> {
         let page = Self::page_for(bytes);
         let size = bytes.max(1).next_multiple_of(page.bytes());
-        let phys = self
-            .vram
-            .alloc(size, page.bytes())
-            .map_err(BareMemoryError::Vram)?;
+        let phys = self.take_vram(size, page.bytes(), placement)?;
         let va = match self.va.alloc(size, page.bytes()) {
             Ok(va) => va,
             Err(e) => {
-                let _ = self.vram.free(phys);
+                let _ = self.give_back_vram(phys);
                 return Err(BareMemoryError::Va(e));
             }
         };
         if let Err(e) = self.map_pages(va, phys, size, page) {
-            let _ = self.vram.free(phys);
+            let _ = self.give_back_vram(phys);
             let _ = self.va.free(va);
             return Err(e);
         }
@@ -183,9 +249,25 @@ impl<M: TableMemory, B: Bar0> BareMemory<M, B> {
             .ok_or(BareMemoryError::NotAllocated { va })?;
         self.unmap_range(va, piece.bytes)?;
         self.live.remove(&va);
-        self.vram.free(piece.phys).map_err(BareMemoryError::Vram)?;
+        self.give_back_vram(piece.phys)?;
         self.va.free(va).map_err(BareMemoryError::Va)?;
         Ok(piece.bytes)
+    }
+
+    /// Video memory placed as asked and left unmapped (a channel's USERD,
+    /// which the CPU writes and only the host engine reads by address).
+    ///
+    /// # Errors
+    /// No room where `placement` allows.
+    pub fn video_placed(
+        &mut self,
+        bytes: u64,
+        align: u64,
+        placement: Placement,
+    ) -> Result<u64, BareMemoryError> {
+        let phys = self.take_vram(bytes, align, placement)?;
+        self.unmapped_bytes += bytes;
+        Ok(phys)
     }
 
     /// The live allocation holding `va`, if any.
@@ -258,9 +340,8 @@ impl<M: TableMemory, B: Bar0> BareMemory<M, B> {
 
 impl<M: TableMemory, B: Bar0> ContextMemory for BareMemory<M, B> {
     fn video(&mut self, bytes: u64, align: u64) -> Result<u64, String> {
-        let phys = self.vram.alloc(bytes, align).map_err(|e| e.to_string())?;
-        self.unmapped_bytes += bytes;
-        Ok(phys)
+        self.video_placed(bytes, align, Placement::Anywhere)
+            .map_err(|e| e.to_string())
     }
 
     fn map(&mut self, va: u64, phys: u64, bytes: u64) -> Result<(), String> {
@@ -329,6 +410,7 @@ mod tests {
             Instant::default(),
             BareLayout {
                 table_pool: 2 * MIB..6 * MIB,
+                cpu_visible: 6 * MIB..8 * MIB,
                 vram: 8 * MIB..vram,
                 va: 4 * GIB..1 << 40,
             },
@@ -372,5 +454,23 @@ mod tests {
         assert_eq!(n, 4);
         assert!(err.is_full(), "{err}");
         assert_eq!(m.vram_handed_out(), 64 * MIB);
+        // The window's 2 MiB still take what fits once the rest is full.
+        assert_eq!(m.alloc(MIB).unwrap().phys, 6 * MIB);
+        assert!(m.alloc(2 * MIB).unwrap_err().is_full());
+    }
+
+    #[test]
+    fn cpu_visible_memory_comes_from_the_window_and_the_rest_from_above_it() {
+        let mut m = memory(GIB);
+        let ring = m.alloc_visible(page::SMALL).unwrap();
+        assert!((6 * MIB..8 * MIB).contains(&ring.phys));
+        let big = m.alloc(16 * MIB).unwrap();
+        assert!(big.phys >= 8 * MIB);
+        // The window is kept: 2 MiB of it, and no more.
+        assert!(m.alloc_visible(2 * MIB).unwrap_err().is_full());
+        m.free(ring.va).unwrap();
+        m.free(big.va).unwrap();
+        assert_eq!(m.vram_handed_out(), 0);
+        assert_eq!(m.alloc_visible(2 * MIB).unwrap().phys, 6 * MIB);
     }
 }

@@ -34,7 +34,7 @@ pub use actor::{
     MemoryStats, NEVER_MAPPED_VA,
 };
 pub use allocation::{AllocError, FreeSpace};
-pub use bare_memory::{BareLayout, BareMemory, BareMemoryError, Piece};
+pub use bare_memory::{BareLayout, BareMemory, BareMemoryError, Piece, Placement};
 pub use error::MemoryError;
 pub use freed::{KEEP_BYTES, KEEP_LARGEST};
 pub use page_mapping::{AddressKind, Aperture, MappedPage, PageFlags, PageSize, PageTableError};
