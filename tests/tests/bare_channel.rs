@@ -13,7 +13,7 @@ use macuda_gsp::bare::channels::{
     alloc_group, open_channel, ChannelMemory, ChannelParent, Placed, RpcChannel,
     ENGINE_TYPE_GRAPHICS, INSTANCE_BYTES, METHOD_BUFFER_BYTES,
 };
-use macuda_gsp::bare::debugger::{alloc_debugger, read_mmu_faults};
+use macuda_gsp::bare::debugger::{alloc_debugger, diagnose, read_mmu_faults};
 use macuda_gsp::bare::golden::{
     build_golden_context, ContextMemory, GoldenClasses, GoldenContext, GoldenHandles,
 };
@@ -366,9 +366,18 @@ fn work_in_our_memory_runs_on_the_engines_after_the_doorbell() {
     }
     assert!(card.tlb().stale_uses().is_empty());
     drop(card);
-    // Nothing faulted: the debugger has nothing to tell.
-    let faults = w.rpc(|rpc, bus| read_mmu_faults(rpc, bus, USER.client, DEBUGGER).unwrap());
-    assert!(faults.is_empty(), "{faults:?}");
+    // Nothing faulted: no report.
+    let report = w.rpc(|rpc, bus| {
+        diagnose(
+            rpc,
+            bus,
+            USER.client,
+            DEBUGGER,
+            (compute.channel, compute.token),
+        )
+        .unwrap()
+    });
+    assert!(report.is_none(), "{report:?}");
 }
 
 #[test]
@@ -390,10 +399,19 @@ fn a_ring_we_never_mapped_stops_the_channel_and_the_debugger_names_the_address()
     // returns.
     w.read(userd, 4);
     assert!(w.server.device().channel_fault(ch.token).is_some());
-    let faults = w.rpc(|rpc, bus| read_mmu_faults(rpc, bus, USER.client, DEBUGGER).unwrap());
-    assert_eq!(faults.len(), 1, "{faults:?}");
-    assert_eq!(faults[0].fault_address & !(page::SMALL - 1), unmapped);
-    // Read once: RM hands each fault out once.
+    // The report as the kernel path gives it: the Xid GSP-RM sent
+    // unprompted, then the debugger: no SM error, an MMU fault, its page.
+    let fault = w
+        .rpc(|rpc, bus| diagnose(rpc, bus, USER.client, DEBUGGER, (ch.channel, ch.token)))
+        .unwrap()
+        .expect("a fault to report");
+    assert_eq!(fault.xid, macuda_hw::rm::XID_MMU_FAULT, "{fault}");
+    assert_eq!(fault.debugger.as_deref(), Some("read"));
+    assert!(fault.mmu_fault && fault.sm_errors.is_empty(), "{fault}");
+    assert_eq!(fault.mmu_faults.len(), 1, "{fault}");
+    assert_eq!(fault.mmu_faults[0].address & !(page::SMALL - 1), unmapped);
+    assert!(fault.to_string().contains("MMU fault"), "{fault}");
+    // Read once: RM hands each fault out once, and the flag goes with it.
     let again = w.rpc(|rpc, bus| read_mmu_faults(rpc, bus, USER.client, DEBUGGER).unwrap());
     assert!(again.is_empty());
 }

@@ -66,6 +66,17 @@ impl fmt::Display for MmuFault {
     }
 }
 
+/// What the debugger object says after a fault.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultState {
+    /// (SM index, its error registers) for each SM that recorded one.
+    pub sm_errors: Vec<(u32, rm::SmErrorState)>,
+    /// RM saw an MMU fault on the channel.
+    pub mmu_fault: bool,
+    pub mmu_fault_info: u32,
+    pub mmu_faults: Vec<rm::MmuFaultEntry>,
+}
+
 /// A channel error as RM reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelFault {
@@ -81,6 +92,50 @@ pub struct ChannelFault {
     /// RM saw an MMU fault on the channel.
     pub mmu_fault: bool,
     pub mmu_faults: Vec<MmuFault>,
+}
+
+impl ChannelFault {
+    /// The report from what RM said, the same on every path: the Xid and
+    /// engine it notified (if it did), and what the debugger read, or why
+    /// it could not (`None`: no debugger). Without a notified error only a
+    /// fault the debugger saw counts; with neither there is no fault.
+    pub fn from_reports(
+        notified: Option<(u32, u16)>,
+        debugger: Option<Result<FaultState, String>>,
+    ) -> Option<ChannelFault> {
+        let (xid, engine) = notified.unwrap_or((0, 0));
+        let mut fault = ChannelFault {
+            xid,
+            xid_name: if notified.is_some() {
+                rm::xid_name(xid).to_string()
+            } else {
+                "none in the error notifier".to_string()
+            },
+            engine,
+            debugger: None,
+            sm_errors: Vec::new(),
+            mmu_fault: false,
+            mmu_faults: Vec::new(),
+        };
+        match debugger {
+            Some(Ok(state)) => {
+                fault.debugger = Some("read".to_string());
+                fault.sm_errors = state
+                    .sm_errors
+                    .iter()
+                    .map(|(sm, e)| SmError::from_registers(*sm, e))
+                    .collect();
+                fault.mmu_fault = state.mmu_fault;
+                fault.mmu_faults = state.mmu_faults.iter().map(MmuFault::from_entry).collect();
+            }
+            Some(Err(why)) => fault.debugger = Some(format!("refused: {why}")),
+            None => {}
+        }
+        if notified.is_none() && !fault.mmu_fault && fault.sm_errors.is_empty() {
+            return None;
+        }
+        Some(fault)
+    }
 }
 
 impl fmt::Display for ChannelFault {

@@ -2,7 +2,7 @@
 //! UVM manages, the usermode doorbell, and the channel group it schedules.
 
 use crate::error::GspError;
-use crate::fault::{ChannelFault, MmuFault, SmError};
+use crate::fault::ChannelFault;
 use crate::handle::ObjectHandle;
 use crate::info::{ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, NULL_GR_SHAPE};
 use crate::kernel::{
@@ -406,42 +406,14 @@ impl Rm for ModuleRm {
         if notified.is_none() && !deep {
             return Ok(None);
         }
-        let (xid, engine) = notified.map_or((0, 0), |e| (e.xid, e.engine));
-        let mut fault = ChannelFault {
-            xid,
-            xid_name: if notified.is_some() {
-                macuda_hw::rm::xid_name(xid).to_string()
-            } else {
-                "none in the error notifier".to_string()
-            },
-            engine,
-            debugger: None,
-            sm_errors: Vec::new(),
-            mmu_fault: false,
-            mmu_faults: Vec::new(),
-        };
-        match ch
+        let state = ch
             .debugger
             .map(|d| self.rm.fault_state(d, ch.compute.channel))
-        {
-            Some(Ok(state)) => {
-                fault.debugger = Some("read".to_string());
-                fault.sm_errors = state
-                    .sm_errors
-                    .iter()
-                    .map(|(sm, e)| SmError::from_registers(*sm, e))
-                    .collect();
-                fault.mmu_fault = state.mmu_fault;
-                fault.mmu_faults = state.mmu_faults.iter().map(MmuFault::from_entry).collect();
-            }
-            Some(Err(e)) => fault.debugger = Some(format!("refused: {e}")),
-            None => fault.debugger = None,
-        }
-        // Without a notified error, only a fault the debugger saw counts.
-        if notified.is_none() && !fault.mmu_fault && fault.sm_errors.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(fault))
+            .map(|r| r.map_err(|e| e.to_string()));
+        Ok(ChannelFault::from_reports(
+            notified.map(|e| (e.xid, e.engine)),
+            state,
+        ))
     }
 
     fn teardown(&self) -> Option<RmTeardown> {

@@ -892,7 +892,7 @@ pub struct DebuggerAlloc {
 
 /// `NV83DE_SM_ERROR_STATE_REGISTERS`: one SM's error registers.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SmErrorState {
     pub hww_global_esr: u32,
     pub hww_warp_esr: u32,
@@ -908,7 +908,7 @@ pub struct SmErrorState {
 
 /// `NV83DE_MMU_FAULT_INFO`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MmuFaultFlag {
     pub valid: u8,
     pub _pad: [u8; 3],
@@ -920,7 +920,7 @@ pub const SM_ERROR_STATES_PER_CALL: usize = 100;
 
 /// `NV83DE_CTRL_DEBUG_READ_ALL_SM_ERROR_STATES_PARAMS`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct ReadAllSmErrorStates {
     pub h_target_channel: u32,
     pub num_sms_to_read: u32,

@@ -3,18 +3,8 @@
 
 use super::client::KernelRm;
 use super::error::KernelRmError;
+use crate::fault::FaultState;
 use macuda_hw::rm::{self, class, control, DebuggerAlloc};
-
-/// What the debugger object says after a fault.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FaultState {
-    /// (SM index, its error registers) for each SM that recorded one.
-    pub sm_errors: Vec<(u32, rm::SmErrorState)>,
-    /// RM saw an MMU fault on the channel.
-    pub mmu_fault: bool,
-    pub mmu_fault_info: u32,
-    pub mmu_faults: Vec<rm::MmuFaultEntry>,
-}
 
 impl KernelRm {
     /// A debugger object on this client's compute object `compute`: what

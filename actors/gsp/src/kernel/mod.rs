@@ -13,13 +13,13 @@ mod ioctl;
 mod memory;
 mod teardown;
 
+pub use crate::fault::FaultState;
 pub use channels::{
     ChannelError, ChannelGroup, ChannelObjects, RingPlacement, Usermode, GPFIFO_CLASSES,
     USERMODE_CLASSES,
 };
 pub use client::{cards, KernelRm};
 pub use error::KernelRmError;
-pub use faults::FaultState;
 pub use identity::{fp32_cores_per_sm, GrFacts, KernelIdentity};
 pub use ioctl::{DeviceFiles, RmDriver, RmMapping, RmNode, CTL_NODE, DRIVER_MAJOR};
 pub use memory::{video_page, GpuVaSpace, PinnedHost, VideoMemory, MODULE_MEMORY};

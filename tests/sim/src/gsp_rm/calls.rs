@@ -18,8 +18,8 @@ use macuda_hw::gsp_rpc::set_page_directory as spd;
 use macuda_hw::le::{put_u32 as put, u32_at};
 use macuda_hw::rm::promote::{PromoteCtx, MAX_ENTRIES};
 use macuda_hw::rm::{
-    address_space, status, ChannelAlloc, MemoryDesc, MmuFaultEntry, ReadMmuFaultInfo,
-    MMU_FAULT_ENTRIES,
+    address_space, status, ChannelAlloc, MemoryDesc, MmuFaultEntry, ReadAllSmErrorStates,
+    ReadMmuFaultInfo, MMU_FAULT_ENTRIES,
 };
 use std::collections::HashMap;
 use std::mem::{offset_of, size_of};
@@ -63,6 +63,8 @@ pub mod control {
     pub const GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
     pub const GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
     pub const DEBUG_READ_MMU_FAULT_INFO: u32 = macuda_hw::rm::control::DEBUG_READ_MMU_FAULT_INFO;
+    pub const DEBUG_READ_ALL_SM_ERROR_STATES: u32 =
+        macuda_hw::rm::control::DEBUG_READ_ALL_SM_ERROR_STATES;
 }
 
 /// Parameter sizes RM checks `paramsSize` against, by class or control.
@@ -392,6 +394,23 @@ impl Calls {
                 }
                 // CAST: at most MMU_FAULT_ENTRIES.
                 put(p, offset_of!(ReadMmuFaultInfo, count), faults.len() as u32);
+            }
+            control::DEBUG_READ_ALL_SM_ERROR_STATES => {
+                // The sim's SMs run no code, so none records an error; an
+                // MMU fault RM still keeps for the client is flagged, its
+                // details left for READ_MMU_FAULT_INFO.
+                on(&[Kind::Debugger])?;
+                sized(size_of::<ReadAllSmErrorStates>())?;
+                let asked: ReadAllSmErrorStates = bytemuck::pod_read_unaligned(p);
+                let mut all = ReadAllSmErrorStates {
+                    h_target_channel: asked.h_target_channel,
+                    num_sms_to_read: asked.num_sms_to_read,
+                    starting_sm: asked.starting_sm,
+                    ..ReadAllSmErrorStates::default()
+                };
+                all.mmu_fault.valid =
+                    u8::from(self.mmu_faults.get(&client).is_some_and(|f| !f.is_empty()));
+                p.copy_from_slice(bytemuck::bytes_of(&all));
             }
             control::GPFIFO_GET_WORK_SUBMIT_TOKEN => {
                 on(&[Kind::Channel])?;
