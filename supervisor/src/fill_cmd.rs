@@ -15,12 +15,12 @@ use macuda_gsp::bare::channels::{
     INSTANCE_BYTES, METHOD_BUFFER_BYTES,
 };
 use macuda_gsp::bare::golden::{
-    build_golden_context, ContextMemory, GoldenClasses, GoldenError, GoldenHandles,
+    build_golden_context, ContextMemory, GoldenClasses, GoldenError, GoldenHandles, GOLDEN_HANDLES,
 };
 use macuda_gsp::bare::reserved_pdes::WINDOW_BYTES;
 use macuda_gsp::bare::{
     alloc_client_objects, channels, set_page_directory, BootedGsp, ClientObjects, GspRpc, RpcError,
-    TablesOwner,
+    TablesOwner, USER_OBJECTS,
 };
 use macuda_hw::gpfifo::ENTRY_BYTES;
 use macuda_hw::methods::{copy, host};
@@ -53,23 +53,8 @@ const RING_ENTRIES: u32 = 64;
 const COPY_WAIT: Duration = Duration::from_secs(5);
 
 /// The handles of the two clients the fill makes.
-const GOLDEN: GoldenHandles = GoldenHandles {
-    objects: ClientObjects {
-        client: 0xC1E0_0004,
-        device: 0xC1E0_0005,
-        subdevice: 0xC1E0_0006,
-        va_space: 0xC1E0_0007,
-    },
-    channel: 0xC1E0_0008,
-    compute: 0xC1E0_0009,
-    copy: 0xC1E0_000A,
-};
-const USER: ClientObjects = ClientObjects {
-    client: 0xC100_0000,
-    device: 0xC100_0001,
-    subdevice: 0xC100_0002,
-    va_space: 0xC100_0003,
-};
+const GOLDEN: GoldenHandles = GOLDEN_HANDLES;
+const USER: ClientObjects = USER_OBJECTS;
 const GROUP: (u32, u32) = (0xC100_0010, 0xC100_0011);
 const COPY_CHANNEL: (u32, u32) = (0xC100_0030, 0xC100_0031);
 

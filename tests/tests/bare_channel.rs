@@ -16,10 +16,12 @@ use macuda_gsp::bare::channels::{
 use macuda_gsp::bare::debugger::{alloc_debugger, diagnose, read_mmu_faults};
 use macuda_gsp::bare::golden::{
     build_golden_context, ContextMemory, GoldenClasses, GoldenContext, GoldenHandles,
+    GOLDEN_HANDLES,
 };
 use macuda_gsp::bare::reserved_pdes::WINDOW_BYTES;
 use macuda_gsp::bare::{
     alloc_client_objects, channels, set_page_directory, ClientObjects, GspRpc, TablesOwner,
+    USER_OBJECTS,
 };
 use macuda_hw::methods::{copy, host};
 use macuda_hw::page;
@@ -49,23 +51,8 @@ const USER_VA: u64 = 4 << 30;
 const USER_VA_END: u64 = 1 << 40;
 const RING_ENTRIES: u32 = 64;
 
-const GOLDEN: GoldenHandles = GoldenHandles {
-    objects: ClientObjects {
-        client: 0xC1E0_0004,
-        device: 0xC1E0_0005,
-        subdevice: 0xC1E0_0006,
-        va_space: 0xC1E0_0007,
-    },
-    channel: 0xC1E0_0008,
-    compute: 0xC1E0_0009,
-    copy: 0xC1E0_000A,
-};
-const USER: ClientObjects = ClientObjects {
-    client: 0xC100_0000,
-    device: 0xC100_0001,
-    subdevice: 0xC100_0002,
-    va_space: 0xC100_0003,
-};
+const GOLDEN: GoldenHandles = GOLDEN_HANDLES;
+const USER: ClientObjects = USER_OBJECTS;
 const GROUP: (u32, u32) = (0xC100_0010, 0xC100_0011);
 const COMPUTE: (u32, u32) = (0xC100_0020, 0xC100_0021);
 const COPY: (u32, u32) = (0xC100_0030, 0xC100_0031);

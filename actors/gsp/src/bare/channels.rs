@@ -285,24 +285,15 @@ pub fn work_submit_token(
     client: u32,
     channel: u32,
 ) -> Result<u32, RpcError> {
-    let ask = WorkSubmitToken { token: u32::MAX };
-    let reply = rpc.rm_control(
+    let got = rpc.rm_control_struct(
         bus,
-        client,
-        channel,
-        control::GPFIFO_GET_WORK_SUBMIT_TOKEN,
-        bytemuck::bytes_of(&ask),
+        (client, channel),
+        (
+            control::GPFIFO_GET_WORK_SUBMIT_TOKEN,
+            "GPFIFO_GET_WORK_SUBMIT_TOKEN",
+        ),
+        &WorkSubmitToken { token: u32::MAX },
     )?;
-    let need = std::mem::size_of::<WorkSubmitToken>();
-    let got: WorkSubmitToken =
-        reply
-            .get(..need)
-            .map(bytemuck::pod_read_unaligned)
-            .ok_or(RpcError::ShortReply {
-                call: "GPFIFO_GET_WORK_SUBMIT_TOKEN",
-                len: reply.len(),
-                need,
-            })?;
     Ok(got.token)
 }
 

@@ -406,6 +406,31 @@ impl GspRpc {
         rm_calls::decode_control_reply(&reply, params.len())
     }
 
+    /// Run control `cmd` (RM's name for it: `call`) on `object` with a
+    /// parameter structure; the structure as RM filled it.
+    ///
+    /// # Errors
+    /// RM's status as [`RpcError::Rm`], a reply shorter than the
+    /// structure, or the conversation's.
+    pub fn rm_control_struct<T: bytemuck::Pod>(
+        &mut self,
+        bus: &mut dyn CardBus,
+        (client, object): (u32, u32),
+        (cmd, call): (u32, &'static str),
+        params: &T,
+    ) -> Result<T, RpcError> {
+        let reply = self.rm_control(bus, client, object, cmd, bytemuck::bytes_of(params))?;
+        let need = std::mem::size_of::<T>();
+        reply
+            .get(..need)
+            .map(bytemuck::pod_read_unaligned)
+            .ok_or(RpcError::ShortReply {
+                call,
+                len: reply.len(),
+                need,
+            })
+    }
+
     /// Free `object` (and everything under it).
     ///
     /// # Errors

@@ -52,24 +52,15 @@ pub fn read_mmu_faults(
     client: u32,
     debugger: u32,
 ) -> Result<Vec<MmuFaultEntry>, RpcError> {
-    let ask = ReadMmuFaultInfo::default();
-    let reply = rpc.rm_control(
+    let got = rpc.rm_control_struct(
         bus,
-        client,
-        debugger,
-        control::DEBUG_READ_MMU_FAULT_INFO,
-        bytemuck::bytes_of(&ask),
+        (client, debugger),
+        (
+            control::DEBUG_READ_MMU_FAULT_INFO,
+            "DEBUG_READ_MMU_FAULT_INFO",
+        ),
+        &ReadMmuFaultInfo::default(),
     )?;
-    let need = std::mem::size_of::<ReadMmuFaultInfo>();
-    let got: ReadMmuFaultInfo =
-        reply
-            .get(..need)
-            .map(bytemuck::pod_read_unaligned)
-            .ok_or(RpcError::ShortReply {
-                call: "DEBUG_READ_MMU_FAULT_INFO",
-                len: reply.len(),
-                need,
-            })?;
     let n = usize::try_from(got.count)
         .unwrap_or(MMU_FAULT_ENTRIES)
         .min(MMU_FAULT_ENTRIES);
@@ -94,23 +85,15 @@ pub fn read_fault_state(
         num_sms_to_read: SM_ERROR_STATES_PER_CALL as u32,
         ..ReadAllSmErrorStates::default()
     };
-    let reply = rpc.rm_control(
+    let all = rpc.rm_control_struct(
         bus,
-        client,
-        debugger,
-        control::DEBUG_READ_ALL_SM_ERROR_STATES,
-        bytemuck::bytes_of(&ask),
+        (client, debugger),
+        (
+            control::DEBUG_READ_ALL_SM_ERROR_STATES,
+            "DEBUG_READ_ALL_SM_ERROR_STATES",
+        ),
+        &ask,
     )?;
-    let need = std::mem::size_of::<ReadAllSmErrorStates>();
-    let all: ReadAllSmErrorStates =
-        reply
-            .get(..need)
-            .map(bytemuck::pod_read_unaligned)
-            .ok_or(RpcError::ShortReply {
-                call: "DEBUG_READ_ALL_SM_ERROR_STATES",
-                len: reply.len(),
-                need,
-            })?;
     let sm_errors = all
         .sm_error_states
         .iter()

@@ -78,6 +78,22 @@ pub struct GoldenHandles {
     pub copy: u32,
 }
 
+/// The golden client's handles: tinygrad's private client number
+/// (reference 6.6) and its objects numbered after it. Any handles no
+/// other client of ours uses would do; these make a transcript easy to
+/// set beside tinygrad's.
+pub const GOLDEN_HANDLES: GoldenHandles = GoldenHandles {
+    objects: ClientObjects {
+        client: 0xC1E0_0004,
+        device: 0xC1E0_0005,
+        subdevice: 0xC1E0_0006,
+        va_space: 0xC1E0_0007,
+    },
+    channel: 0xC1E0_0008,
+    compute: 0xC1E0_0009,
+    copy: 0xC1E0_000A,
+};
+
 /// The classes the golden channel is made of, for the chip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GoldenClasses {
@@ -228,23 +244,15 @@ pub fn context_buffers_info(
     client: u32,
     subdevice: u32,
 ) -> Result<ContextBuffersInfo, RpcError> {
-    let ask = ContextBuffersInfo::zeroed();
-    let reply = rpc.rm_control(
+    rpc.rm_control_struct(
         bus,
-        client,
-        subdevice,
-        control::INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO,
-        bytemuck::bytes_of(&ask),
-    )?;
-    let need = std::mem::size_of::<ContextBuffersInfo>();
-    reply
-        .get(..need)
-        .map(bytemuck::pod_read_unaligned)
-        .ok_or(RpcError::ShortReply {
-            call: "INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO",
-            len: reply.len(),
-            need,
-        })
+        (client, subdevice),
+        (
+            control::INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO,
+            "INTERNAL_STATIC_KGR_GET_CONTEXT_BUFFERS_INFO",
+        ),
+        &ContextBuffersInfo::zeroed(),
+    )
 }
 
 /// Promote `entries` (at most [`MAX_ENTRIES`]) for `channel` of

@@ -80,4 +80,6 @@ pub use shared::{SharedBlock, RMARGS_BYTES};
 pub use staging::{HostStaging, Piece, StagingLimits};
 pub use static_info::{GspStaticInfo, StaticInfoError};
 pub use transcript::{Direction, RpcEntry, RpcTranscript};
-pub use va_space::{alloc_client_objects, set_page_directory, ClientObjects, TablesOwner};
+pub use va_space::{
+    alloc_client_objects, set_page_directory, ClientObjects, TablesOwner, USER_OBJECTS,
+};

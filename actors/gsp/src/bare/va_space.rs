@@ -28,6 +28,15 @@ const FIRST_SUBDEVICE_ID: u32 = 1;
 /// No PASID: the VA space is not shared with a CPU process.
 const NO_PASID: u32 = u32::MAX;
 
+/// The user's client and its first objects: tinygrad's user client
+/// number (reference 6.7) and its objects after it.
+pub const USER_OBJECTS: ClientObjects = ClientObjects {
+    client: 0xC100_0000,
+    device: 0xC100_0001,
+    subdevice: 0xC100_0002,
+    va_space: 0xC100_0003,
+};
+
 /// Who builds a VA space's page tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TablesOwner {
