@@ -2,7 +2,7 @@ use crate::capabilities::Capabilities;
 use crate::error::PciError;
 use crate::transport::{
     clear_bus_master, enable_bus_master, enable_memory_space, reset_function, BarInfo, DmaId,
-    DmaRegion, Opener, Transport,
+    DmaRegion, DmaView, Opener, Transport,
 };
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_hw::pci::{offset, Width, VENDOR_NVIDIA};
@@ -68,6 +68,9 @@ actor_protocol! {
     AllocDma => fn alloc_dma(bytes: u64) -> DmaRegion;
     DmaRead => fn dma_read(id: DmaId, offset: u64, len: u64) -> Vec<u8>;
     DmaWrite => fn dma_write(id: DmaId, offset: u64, data: Vec<u8>) -> ();
+    /// The CPU's own view of a DMA region, where the platform maps it
+    /// into this process (see [`crate::Transport::dma_view`]).
+    DmaView => fn dma_view(id: DmaId) -> Option<DmaView>;
     /// CPU access to video memory by VRAM offset.
     VramRead => fn vram_read(offset: u64, len: u64) -> Vec<u8>;
     VramWrite => fn vram_write(offset: u64, data: Vec<u8>) -> ();
@@ -206,6 +209,10 @@ impl PciService for PciActor {
 
     fn dma_write(&mut self, id: DmaId, offset: u64, data: Vec<u8>) -> Result<(), PciError> {
         self.transport.dma_write(id, offset, &data)
+    }
+
+    fn dma_view(&mut self, id: DmaId) -> Result<Option<DmaView>, PciError> {
+        self.transport.dma_view(id)
     }
 
     fn vram_read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, PciError> {

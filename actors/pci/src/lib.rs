@@ -37,5 +37,5 @@ pub use trace::{
 };
 pub use transport::{
     clear_bus_master, enable_bus_master, enable_memory_space, reset_function, BarInfo,
-    BusMasterChange, DmaId, DmaRegion, DmaSegment, Opener, Transport, TRANSPORT_TIMEOUT,
+    BusMasterChange, DmaId, DmaRegion, DmaSegment, DmaView, Opener, Transport, TRANSPORT_TIMEOUT,
 };

@@ -33,6 +33,61 @@ pub struct DmaRegion {
     pub segments: Vec<DmaSegment>,
 }
 
+/// The CPU's own view of a DMA mapping, where the platform gives one
+/// (TinyGPU's shared memory on a unix socket): its start and length. The
+/// mapping stays mapped while any clone of the view lives, whatever
+/// becomes of the transport. The card and other views may write the same
+/// bytes at any time, so every access goes through raw pointers.
+#[derive(Clone)]
+pub struct DmaView {
+    _keep: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the pointer is into a mapping `keep` holds alive; the view
+// hands out only raw pointers, which callers access with raw copies.
+unsafe impl Send for DmaView {}
+// SAFETY: as for Send; shared views never hand out references.
+unsafe impl Sync for DmaView {}
+
+impl DmaView {
+    /// A view of `len` bytes at `ptr`, kept mapped by `keep`.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must stay mapped, readable and writable for as
+    /// long as `keep` lives.
+    pub unsafe fn new(
+        keep: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+        ptr: *mut u8,
+        len: usize,
+    ) -> DmaView {
+        DmaView {
+            _keep: keep,
+            ptr,
+            len,
+        }
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Debug for DmaView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DmaView({} bytes)", self.len)
+    }
+}
+
 impl DmaRegion {
     /// Bytes the GPU can reach: the sum of the segments. Less than `bytes`
     /// when the platform truncated the scatter list (macOS stops at 32
@@ -111,6 +166,16 @@ pub trait Transport: Send {
     /// # Errors
     /// Unknown region or out-of-range access.
     fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError>;
+    /// The CPU's own view of a DMA region, where the platform maps it into
+    /// this process; `None` where it is reached only through
+    /// [`Transport::dma_read`]/[`Transport::dma_write`] (over TCP, and
+    /// under the recorder, which must see every access).
+    /// # Errors
+    /// Unknown region.
+    fn dma_view(&mut self, id: DmaId) -> Result<Option<DmaView>, PciError> {
+        let _ = id;
+        Ok(None)
+    }
     /// CPU read of video memory at a VRAM offset: over TinyGPU, BAR1 in
     /// physical mode (as our boot leaves it), inside its window; the null
     /// card keeps video memory for tests that play the GPU; others refuse
@@ -197,6 +262,9 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     }
     fn dma_write(&mut self, id: DmaId, offset: u64, data: &[u8]) -> Result<(), PciError> {
         (**self).dma_write(id, offset, data)
+    }
+    fn dma_view(&mut self, id: DmaId) -> Result<Option<DmaView>, PciError> {
+        (**self).dma_view(id)
     }
     fn vram_read(&mut self, offset: u64, out: &mut [u8]) -> Result<(), PciError> {
         (**self).vram_read(offset, out)

@@ -8,7 +8,7 @@ pub mod wire;
 pub use connection::{Connection, Endpoint, DEFAULT_BATCH_BYTES, POSTED_HEADER_BYTES};
 
 use crate::error::PciError;
-use crate::transport::{BarInfo, DmaId, DmaRegion, DmaSegment, Opener, Transport};
+use crate::transport::{BarInfo, DmaId, DmaRegion, DmaSegment, DmaView, Opener, Transport};
 use connection::Socket;
 use macuda_hw::pci::{Width, CONFIG_SPACE_BYTES};
 use macuda_hw::regs::NV_VIRTUAL_FUNCTION_DOORBELL;
@@ -91,9 +91,26 @@ impl Opener for TinyGpuOpener {
     }
 }
 
+/// Shared DMA memory: the mapping (kept alive by the views handed out
+/// too) and its start, taken once while the mapping was ours alone.
+struct SharedDma {
+    map: std::sync::Arc<memmap2::MmapMut>,
+    ptr: *mut u8,
+}
+
+// SAFETY: the pointer is into the mapping `map` keeps alive, and is only
+// used for raw copies (the card writes the same bytes concurrently).
+unsafe impl Send for SharedDma {}
+
+impl SharedDma {
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
 enum DmaBacking {
     /// macOS: shared memory mapped here and in the server.
-    Shared(memmap2::MmapMut),
+    Shared(SharedDma),
     /// TCP: memory on the server's host, reached by SYSMEM_READ/WRITE.
     Remote { handle: u32, bytes: u64 },
 }
@@ -193,7 +210,12 @@ impl TinyGpuTransport {
             .into_iter()
             .map(|(bus_addr, bytes)| DmaSegment { bus_addr, bytes })
             .collect();
-        Ok((DmaBacking::Shared(map), mapped, segments))
+        let ptr = map.as_mut_ptr();
+        let shared = SharedDma {
+            map: std::sync::Arc::new(map),
+            ptr,
+        };
+        Ok((DmaBacking::Shared(shared), mapped, segments))
     }
 
     fn alloc_remote(&mut self, bytes: u64) -> Result<(DmaBacking, u64, Vec<DmaSegment>), PciError> {
@@ -333,7 +355,7 @@ impl Transport for TinyGpuTransport {
                 // may write this memory concurrently (see alloc_shared).
                 unsafe {
                     std::ptr::copy_nonoverlapping(
-                        map.as_ptr().add(offset as usize),
+                        map.ptr.add(offset as usize),
                         out.as_mut_ptr(),
                         out.len(),
                     )
@@ -357,7 +379,7 @@ impl Transport for TinyGpuTransport {
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         data.as_ptr(),
-                        map.as_mut_ptr().add(offset as usize),
+                        map.ptr.add(offset as usize),
                         data.len(),
                     )
                 };
@@ -369,6 +391,17 @@ impl Transport for TinyGpuTransport {
                 self.conn.sysmem_write(handle, offset, data)
             }
         }
+    }
+
+    fn dma_view(&mut self, id: DmaId) -> Result<Option<DmaView>, PciError> {
+        Ok(match self.backing(id)? {
+            DmaBacking::Shared(shared) => {
+                let keep: std::sync::Arc<dyn std::any::Any + Send + Sync> = shared.map.clone();
+                // SAFETY: `keep` holds the mapping of `len` bytes at `ptr`.
+                Some(unsafe { DmaView::new(keep, shared.ptr, shared.len()) })
+            }
+            DmaBacking::Remote { .. } => None,
+        })
     }
 
     fn function_reset(&mut self) -> Result<(), PciError> {
