@@ -51,9 +51,26 @@ enum Command {
         /// Per-request deadline in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         deadline_ms: u64,
+        /// For a card we boot ourselves (sim): a directory laid out as
+        /// linux-firmware's nvidia/<chip>/gsp/ (default: MACUDA_FIRMWARE,
+        /// else /lib/firmware and /usr/lib/firmware).
+        #[arg(long = "firmware", value_name = "DIR")]
+        firmware: Option<PathBuf>,
     },
     /// Identify the card without booting it; leaves bus mastering off.
-    Info,
+    /// With --boot, start the stack on a card we boot ourselves (sim) and
+    /// print what it learned: GSP-RM's name for the card, its memory, our
+    /// client's objects in GSP-RM's tree.
+    Info {
+        /// Boot the card's GSP-RM and build our object tree first.
+        #[arg(long)]
+        boot: bool,
+        /// With --boot: a directory laid out as linux-firmware's
+        /// nvidia/<chip>/gsp/ (default: MACUDA_FIRMWARE, else
+        /// /lib/firmware and /usr/lib/firmware).
+        #[arg(long = "firmware", value_name = "DIR", requires = "boot")]
+        firmware: Option<PathBuf>,
+    },
     /// Boot the card's GSP-RM ourselves, through its FSP, to GSP_INIT_DONE
     /// (tinygpu, remote, sysfs, sim, or a replayed trace of such a boot);
     /// prints each step and its time; leaves bus mastering off and the
@@ -266,16 +283,31 @@ pub fn run(
             inject,
             pace_ms,
             deadline_ms,
+            firmware,
         } => demo(
-            cli.device,
-            cli.record,
-            inject,
-            Duration::from_millis(pace_ms),
-            Duration::from_millis(deadline_ms),
+            DemoArgs {
+                device: cli.device,
+                record: cli.record,
+                firmware,
+                inject,
+                pace: Duration::from_millis(pace_ms),
+                deadline: Duration::from_millis(deadline_ms),
+            },
             out,
             err,
         ),
-        Command::Info => info(cli.device, cli.record, out, err),
+        Command::Info { boot: false, .. } => info(cli.device, cli.record, out, err),
+        Command::Info {
+            boot: true,
+            firmware,
+        } => {
+            let mut config = HostConfig::new(cli.device);
+            config.record = cli.record;
+            config.firmware = firmware;
+            run_then_exit(config, out, err, |host, out| {
+                crate::booted_info::print(host, out)
+            })
+        }
         Command::Sim {
             what:
                 SimWhat::Serve {
@@ -370,17 +402,28 @@ pub fn run(
     }
 }
 
-fn demo(
+/// What `macuda demo` was asked.
+struct DemoArgs {
     device: DeviceSpec,
     record: Option<PathBuf>,
+    firmware: Option<PathBuf>,
     inject: Option<InjectSpec>,
     pace: Duration,
     deadline: Duration,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> i32 {
+}
+
+fn demo(args: DemoArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let DemoArgs {
+        device,
+        record,
+        firmware,
+        inject,
+        pace,
+        deadline,
+    } = args;
     let mut config = HostConfig::new(device);
     config.record = record;
+    config.firmware = firmware;
     config.deadline = deadline.max(Duration::from_millis(1));
     config.ctrl_c = true;
     config.exit_on_interrupt = true;
@@ -421,8 +464,39 @@ fn demo(
     for line in workload::summary(&host.snapshots()) {
         let _ = writeln!(out, "  {line}");
     }
+    exit(host, result.map(|_| ()), out, err)
+}
+
+/// Start the stack, run `then` on it, and stop it as a program's exit
+/// does.
+fn run_then_exit(
+    config: HostConfig,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    then: impl FnOnce(&Host, &mut dyn Write) -> Result<(), HostError>,
+) -> i32 {
+    let host = match Host::start(config) {
+        Ok(h) => h,
+        Err(e) => return failed(e, out, err),
+    };
+    let _ = writeln!(out, "{}", host.device_line());
+    for n in host.notes() {
+        let _ = writeln!(out, "note: {n}");
+    }
+    let result = then(&host, out);
+    exit(host, result, out, err)
+}
+
+/// Stop the stack after its work: the exit steps and report printed, the
+/// status of the whole.
+fn exit(
+    host: Host,
+    result: Result<(), HostError>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     match result {
-        Ok(_) => {
+        Ok(()) => {
             let outcome = host.shutdown();
             let _ = writeln!(out, "exit:");
             for s in &outcome.steps {

@@ -93,6 +93,9 @@ pub struct HostConfig {
     /// On the kernel path, open RM nodes through this driver instead of
     /// the device files (tests hold a fake of the kernel module this way).
     pub rm_driver: Option<Arc<dyn macuda_gsp::RmDriver>>,
+    /// Where the GSP images are, for a card we boot ourselves (else
+    /// `MACUDA_FIRMWARE`, else the system's firmware directories).
+    pub firmware: Option<PathBuf>,
 }
 
 /// `MACUDA_REPORT_DIR`, else `macuda-reports` in the system temp directory.
@@ -117,6 +120,7 @@ impl HostConfig {
             record: None,
             submit: macuda_submit::SubmitConfig::default(),
             rm_driver: None,
+            firmware: None,
         }
     }
 }
@@ -239,24 +243,40 @@ pub struct Stack {
     pub device: DeviceInfo,
 }
 
-/// Devices whose resource manager the gsp actor can serve today: the null
-/// device's software RM and NVIDIA's kernel module; GSP-RM boot (for
-/// tinygpu, remote and sysfs) is not built yet.
+/// Devices whose resource manager the gsp actor can serve: the null
+/// device's software RM, NVIDIA's kernel module, and GSP-RM we boot
+/// ourselves on the simulated card. A real card over TinyGPU, a remote
+/// server or sysfs would boot the same way, but none has run here, so
+/// they stay refused until one has.
 fn rm_built(spec: &DeviceSpec) -> bool {
-    matches!(spec, DeviceSpec::Null | DeviceSpec::Kernel { .. })
+    matches!(
+        spec,
+        DeviceSpec::Null | DeviceSpec::Kernel { .. } | DeviceSpec::Sim { .. }
+    )
+}
+
+/// How the gsp actor will reach its RM, decided before the pci actor
+/// exists: a card we boot needs the pci actor's handle for its memory.
+enum RmPlan {
+    Ready(macuda_gsp::RmChoice),
+    /// Boot GSP-RM with the images found along this path.
+    Firmware(macuda_gsp::firmware::SearchPath),
 }
 
 /// The RM the gsp actor talks to for a device.
-fn rm_choice(spec: &DeviceSpec, config: &HostConfig) -> macuda_gsp::RmChoice {
+fn rm_plan(spec: &DeviceSpec, config: &HostConfig) -> RmPlan {
     match spec {
-        DeviceSpec::Kernel { index } => macuda_gsp::RmChoice::Kernel {
+        DeviceSpec::Kernel { index } => RmPlan::Ready(macuda_gsp::RmChoice::Kernel {
             driver: config
                 .rm_driver
                 .clone()
                 .unwrap_or_else(|| Arc::new(macuda_gsp::DeviceFiles)),
             index: *index,
-        },
-        _ => macuda_gsp::RmChoice::Null,
+        }),
+        DeviceSpec::Null => RmPlan::Ready(macuda_gsp::RmChoice::Null),
+        _ => RmPlan::Firmware(macuda_gsp::firmware::SearchPath::new(
+            config.firmware.clone(),
+        )),
     }
 }
 
@@ -320,6 +340,14 @@ impl Host {
             ));
             spec = DeviceSpec::Null;
         }
+        if let DeviceSpec::Sim { .. } = spec {
+            notes.push(
+                "the simulated card runs no GPU code: a launch of one of our test kernels has \
+                 its effect computed by the card's model of it (tests/sim/src/kernel_models.rs), \
+                 others are only recorded; copies move real bytes"
+                    .to_string(),
+            );
+        }
         for n in &notes {
             tracing::info!("{n}");
         }
@@ -371,7 +399,7 @@ impl Host {
             &opener,
             &actor_config,
             config.submit,
-            rm_choice(&spec, &config),
+            rm_plan(&spec, &config),
         );
         let stack = match booted {
             Ok(stack) => stack,
@@ -631,21 +659,37 @@ fn boot(
     opener: &Arc<dyn Opener>,
     config: &ConfigFor<'_>,
     submit_config: macuda_submit::SubmitConfig,
-    rm: macuda_gsp::RmChoice,
+    rm: RmPlan,
 ) -> Result<Stack, (&'static str, HostError)> {
     let at = |actor: &'static str| move |e: HostError| (actor, e);
     let (pci, join) = macuda_pci::spawn(config("pci").map_err(at("pci"))?, opener)
         .map_err(|e| ("pci", e.into()))?;
     sup.adopt(join);
+    // On a card we boot, the gsp actor lays our memory out once GSP-RM
+    // runs, and the memory actor takes the same memory from the slot.
+    let (rm, card) = match rm {
+        RmPlan::Ready(choice) => (choice, None),
+        RmPlan::Firmware(firmware) => {
+            let (tables, slot) = macuda_memory::card_tables(pci.clone());
+            (
+                macuda_gsp::RmChoice::Firmware { firmware, tables },
+                Some(slot),
+            )
+        }
+    };
     let (gsp, join) = macuda_gsp::spawn(config("gsp").map_err(at("gsp"))?, pci.clone(), rm)
         .map_err(|e| ("gsp", e.into()))?;
     sup.adopt(join);
     let device = gsp.open_device().map_err(|e| ("gsp", e.into()))?;
     *sup.firmware_note.lock() = device.firmware.clone();
     *sup.teardown.lock() = gsp.teardown().map_err(|e| ("gsp", e.into()))?;
-    let (memory, join) =
-        macuda_memory::spawn(config("memory").map_err(at("memory"))?, &gsp, pci.clone())
-            .map_err(|e| ("memory", e.into()))?;
+    let (memory, join) = macuda_memory::spawn(
+        config("memory").map_err(at("memory"))?,
+        &gsp,
+        pci.clone(),
+        card.and_then(|slot| slot.get().cloned()),
+    )
+    .map_err(|e| ("memory", e.into()))?;
     sup.adopt(join);
     // A chip whose capability is not known gets Blackwell's formats: the
     // project's first target.

@@ -10,6 +10,7 @@
 
 pub mod bench;
 mod boot_cmd;
+mod booted_info;
 mod card_port;
 pub mod cli;
 mod fill_cmd;

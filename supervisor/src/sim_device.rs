@@ -1,7 +1,9 @@
 //! `--device sim[:CHIP]`: a simulated card (`macuda_sim`) started in this
-//! process on a free port of 127.0.0.1 and opened over the TinyGPU
-//! protocol as a remote card is, so the same transport, boot and RM code
-//! run against it. The server lives as long as the opener (the Host's).
+//! process on a unix socket in a directory of its own and opened over the
+//! TinyGPU protocol as TinyGPU's own server is on the Mac, shared host
+//! memory included, so the same transport, boot and RM code run against
+//! it. The server lives as long as the opener (the Host's). Its TCP form
+//! is `macuda sim serve tcp:PORT` with `--device remote:127.0.0.1:PORT`.
 //! `auto` does not pick it yet: our own boot of a card (issue 15) is what
 //! makes a simulated card useful to the rest of the stack.
 
@@ -18,6 +20,8 @@ pub struct SimOpener {
     inner: TinyGpuOpener,
     chip: SimChip,
     _server: Server<Card>,
+    /// The socket's directory, removed when the opener goes.
+    _dir: tempfile::TempDir,
 }
 
 impl SimOpener {
@@ -31,17 +35,23 @@ impl SimOpener {
             backend: "sim",
             what: "that chip (it plays gb202 or gh100)",
         })?;
-        let server = Server::start(&Listen::Tcp(0), Card::new(chip.clone())).map_err(|source| {
-            PciError::Connect {
-                what: "a port on 127.0.0.1 to serve the simulated card on".into(),
-                source,
-            }
-        })?;
+        let connect = |what: &str| {
+            let what = what.to_string();
+            move |source| PciError::Connect { what, source }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("macuda-sim")
+            .tempdir()
+            .map_err(connect("a directory for the simulated card's socket"))?;
+        let socket = dir.path().join("card.sock");
+        let server = Server::start(&Listen::Unix(socket), Card::new(chip.clone()))
+            .map_err(connect("a unix socket to serve the simulated card on"))?;
         let inner = TinyGpuOpener::new(server.endpoint(), TRANSPORT_TIMEOUT);
         Ok(Arc::new(SimOpener {
             inner,
             chip,
             _server: server,
+            _dir: dir,
         }))
     }
 }

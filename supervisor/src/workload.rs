@@ -170,16 +170,20 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     let a_vals: Vec<f32> = (0..CHECKED_FLOATS).map(|i| i as f32 * 0.25).collect();
     let b_vals: Vec<f32> = (0..CHECKED_FLOATS).map(|i| 3.0 - i as f32).collect();
     let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    // Where the CPU does not reach the buffers (above a small BAR1), the
+    // bytes travel through the pinned buffer and the copy engine.
+    let staging = pinned
+        .as_ref()
+        .and_then(|p| Some((p.va?, p.view.clone()?)))
+        .filter(|_| can.submission);
     let inputs = if_able(
         &mut r,
         "memory: writing the vector_add inputs",
         can.video_memory,
         "the device keeps no video memory",
         || {
-            host.call(|s| {
-                s.memory.write_device(ptrs[0], floats(&a_vals))?;
-                s.memory.write_device(ptrs[1], floats(&b_vals))
-            })
+            write_device(host, staging.as_ref(), ptrs[0], floats(&a_vals))?;
+            write_device(host, staging.as_ref(), ptrs[1], floats(&b_vals))
         },
     )?;
     let kernel = host.call(|s| s.submit.register_kernel(add.kernel_desc()))?;
@@ -220,7 +224,7 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     }
     let mut checked = None;
     if inputs.is_some() && can.submission {
-        let out = host.call(|s| s.memory.read_device(ptrs[2], CHECKED_FLOATS as u64 * 4))?;
+        let out = read_device(host, staging.as_ref(), ptrs[2], CHECKED_FLOATS as u64 * 4)?;
         let good = out
             .chunks_exact(4)
             .zip(a_vals.iter().zip(&b_vals))
@@ -323,6 +327,75 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
         pstats.refusals
     ));
     Ok(r)
+}
+
+/// Pinned host memory the copy engine reads and writes: its GPU address
+/// and the CPU's view.
+type Staging = (u64, macuda_gsp::CpuView);
+
+/// Whether `e` says the CPU does not reach the memory (it lies above a
+/// small BAR1).
+fn beyond_bar1(e: &HostError) -> bool {
+    matches!(
+        e,
+        HostError::Memory(macuda_memory::MemoryError::NotCpuVisible { .. })
+    )
+}
+
+/// Copy `bytes` from `src` to `dst` (GPU addresses) on a stream of its
+/// own, and wait for it.
+fn engine_copy(host: &Host, src: u64, dst: u64, bytes: u64) -> Result<(), HostError> {
+    let stream = host.call(|s| s.submit.create_stream())?;
+    let lane = host.call(|s| s.submit.lane())?;
+    lane.push(LaneItem::Copy {
+        stream,
+        src,
+        dst,
+        bytes,
+    })
+    .map_err(SubmitError::from)?;
+    host.call(|s| s.submit.synchronize(stream))?;
+    host.call(|s| s.submit.destroy_stream(stream))
+}
+
+/// Write device memory: by the CPU where it reaches it, else through
+/// `staging` and the copy engine.
+fn write_device(
+    host: &Host,
+    staging: Option<&Staging>,
+    va: u64,
+    data: Vec<u8>,
+) -> Result<(), HostError> {
+    match (
+        host.call(|s| s.memory.write_device(va, data.clone())),
+        staging,
+    ) {
+        (Err(e), Some((pinned, view))) if beyond_bar1(&e) => {
+            view.write(0, &data)
+                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
+            engine_copy(host, *pinned, va, data.len() as u64)
+        }
+        (r, _) => r,
+    }
+}
+
+/// Read device memory, as [`write_device`] writes it.
+fn read_device(
+    host: &Host,
+    staging: Option<&Staging>,
+    va: u64,
+    len: u64,
+) -> Result<Vec<u8>, HostError> {
+    match (host.call(|s| s.memory.read_device(va, len)), staging) {
+        (Err(e), Some((pinned, view))) if beyond_bar1(&e) => {
+            engine_copy(host, va, *pinned, len)?;
+            let mut out = vec![0; len as usize];
+            view.read(0, &mut out)
+                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
+            Ok(out)
+        }
+        (r, _) => r,
+    }
 }
 
 /// One line per actor: requests handled by kind, and how many failed.

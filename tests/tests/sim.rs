@@ -227,8 +227,14 @@ fn device_sim_serves_a_simulated_card_in_process_and_info_reads_it() {
     let (code, _, err) = run(&["info", "--device", "sim:ga102"]);
     assert_eq!(code, 2);
     assert!(err.contains("gb202 or gh100"), "{err}");
-    // Beyond identity it needs our own boot of the card (issue 15).
-    let (code, _, err) = run(&["demo", "--device", "sim"]);
+    // Beyond identity it needs our own boot of the card, and so the
+    // images: without them the stack names the one it could not find.
+    let empty = tempfile::tempdir().unwrap();
+    let dir = empty.path().to_str().unwrap();
+    let (code, _, err) = run(&["demo", "--device", "sim", "--firmware", dir]);
     assert_ne!(code, 0);
-    assert!(err.contains("GSP-RM boot"), "{err}");
+    assert!(
+        err.contains("the GSP firmware for the card") && err.contains("570.144.bin not found"),
+        "{err}"
+    );
 }

@@ -1,5 +1,7 @@
 use crate::error::GspError;
 use crate::fault::ChannelFault;
+use crate::firmware::SearchPath;
+use crate::firmware_rm::{FirmwareRm, TablesFactory};
 use crate::handle::ObjectHandle;
 use crate::info::{DeviceInfo, MemoryOwner, RmBackend, NULL_COMPUTE};
 use crate::kernel::{RmDriver, RmTeardown};
@@ -25,6 +27,14 @@ pub enum RmChoice {
     Kernel {
         driver: Arc<dyn RmDriver>,
         index: u32,
+    },
+    /// GSP-RM we boot on a card no driver serves (the TinyGPU socket,
+    /// sysfs, the simulated card), with the images for its chip found
+    /// along `firmware`, our memory on it laid out by `tables` once it
+    /// runs.
+    Firmware {
+        firmware: SearchPath,
+        tables: TablesFactory,
     },
 }
 
@@ -149,6 +159,10 @@ impl GspService for GspActor {
             RmChoice::Null => self.open_null(),
             RmChoice::Kernel { driver, index } => ModuleRm::open(Arc::clone(driver), *index)
                 .map(|(rm, info)| (Box::new(rm) as Box<dyn Rm>, info)),
+            RmChoice::Firmware { firmware, tables } => {
+                FirmwareRm::open(self.pci.clone(), firmware, tables)
+                    .map(|(rm, info)| (Box::new(rm) as Box<dyn Rm>, info))
+            }
         };
         let (rm, info) = match opened {
             Ok(o) => o,

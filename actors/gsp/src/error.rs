@@ -42,6 +42,22 @@ pub enum GspError {
     NoChannels,
     #[error("copy engine {index} is not one RM names (NV2080_ENGINE_TYPE_COPY0 to COPY9)")]
     NoSuchCopyEngine { index: u8 },
+    #[error("the card shows no BAR1, the CPU's window onto its video memory")]
+    NoBar1,
+    #[error("identifying the card before its boot")]
+    Identify(#[source] Box<crate::bare::early::EarlyError>),
+    #[error("the GSP firmware for the card")]
+    Firmware(#[source] Box<crate::firmware::FirmwareError>),
+    #[error("booting GSP-RM")]
+    Boot(#[source] Box<crate::bare::BootFailed>),
+    #[error("our memory on the card: {why}")]
+    CardMemory { why: String },
+    #[error("building the golden context")]
+    Golden(#[source] Box<crate::bare::golden::GoldenError>),
+    #[error("GSP-RM")]
+    Rpc(#[source] Box<crate::bare::RpcError>),
+    #[error("the {what} at GPU address {va:#x} is not in video memory of ours")]
+    NotOurMemory { what: &'static str, va: u64 },
 }
 
 impl ActorFault for GspError {
@@ -62,7 +78,23 @@ impl ActorFault for GspError {
                 | KernelRmError::NoGpu { .. }
                 | KernelRmError::DriverVersion { .. } => Severity::Fatal,
             },
-            GspError::NoVram | GspError::Spawn(_) => Severity::Fatal,
+            GspError::NoVram
+            | GspError::Spawn(_)
+            | GspError::NoBar1
+            | GspError::Identify(_)
+            | GspError::Firmware(_)
+            | GspError::Boot(_)
+            | GspError::CardMemory { .. }
+            | GspError::Golden(_) => Severity::Fatal,
+            // GSP-RM refusing a call is the caller's; the conversation
+            // itself failing leaves the card unreachable.
+            GspError::Rpc(e) => {
+                if matches!(**e, crate::bare::RpcError::Rm { .. }) {
+                    Severity::Recoverable
+                } else {
+                    Severity::Fatal
+                }
+            }
             GspError::NotOpen
             | GspError::NoSuchObject(_)
             | GspError::BadParent { .. }
@@ -72,7 +104,8 @@ impl ActorFault for GspError {
             | GspError::TooLarge { .. }
             | GspError::ChannelsExist
             | GspError::NoChannels
-            | GspError::NoSuchCopyEngine { .. } => Severity::Recoverable,
+            | GspError::NoSuchCopyEngine { .. }
+            | GspError::NotOurMemory { .. } => Severity::Recoverable,
         }
     }
 }

@@ -17,6 +17,9 @@ pub enum RmBackend {
     /// NVIDIA's kernel module: RM through its ioctls, page tables through
     /// UVM, the GSP firmware run by the module.
     KernelModule,
+    /// GSP-RM firmware we booted ourselves, spoken to over its message
+    /// queues; the page tables ours.
+    Firmware,
 }
 
 impl RmBackend {
@@ -24,6 +27,7 @@ impl RmBackend {
         match self {
             RmBackend::Null => "null RM (no firmware)",
             RmBackend::KernelModule => "NVIDIA kernel module (RM ioctls, UVM page tables)",
+            RmBackend::Firmware => "GSP-RM booted by us (RPC, our page tables)",
         }
     }
 }
@@ -34,6 +38,10 @@ pub enum MemoryOwner {
     /// We do: our own VRAM allocator and page tables, the CPU reaching
     /// video memory through the transport (the null card; bare metal).
     Ours,
+    /// We do, on a card GSP-RM runs: our page tables and allocators in
+    /// its video memory, shared with the RM for what channels and the
+    /// golden context need; the CPU reaches only the BAR1 window.
+    Tables,
     /// RM does: it allocates, and UVM maps at the addresses we choose (the
     /// kernel module), by RM's rules.
     Rm(RmMemoryRules),

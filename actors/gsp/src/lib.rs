@@ -15,6 +15,7 @@ pub mod bare;
 mod error;
 mod fault;
 pub mod firmware;
+mod firmware_rm;
 mod handle;
 mod info;
 pub mod kernel;
@@ -29,6 +30,7 @@ mod view;
 pub use actor::{spawn, GspHandle, GspRequest, GspService, GspStats, RmChoice};
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};
+pub use firmware_rm::{BootedCard, CardTables, TablesFactory};
 pub use handle::ObjectHandle;
 pub use info::{
     ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, RmMemoryRules, NULL_COMPUTE,

@@ -34,6 +34,9 @@ pub struct RingSpec {
     pub entries: u32,
     pub userd_memory: ObjectHandle,
     pub userd_offset: u64,
+    /// USERD's GPU address (where our own tables place it, RM is told
+    /// the video memory behind it).
+    pub userd_va: u64,
 }
 
 /// Which channel group the copy channel joins.

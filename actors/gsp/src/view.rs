@@ -30,9 +30,28 @@ pub struct OutsideView {
     pub size: u64,
 }
 
+/// The process's own view of host memory the transport shares with it
+/// (TinyGPU's shared mappings), as one of ours.
+struct SharedDma(macuda_pci::DmaView);
+
+impl RmMapping for SharedDma {
+    fn as_ptr(&self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 impl CpuView {
     pub fn new(map: Arc<dyn RmMapping>) -> CpuView {
         CpuView { map }
+    }
+
+    /// A view of host memory the transport shares with this process.
+    pub fn of_shared_dma(view: macuda_pci::DmaView) -> CpuView {
+        CpuView::new(Arc::new(SharedDma(view)))
     }
 
     pub fn len(&self) -> u64 {

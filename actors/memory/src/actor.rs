@@ -1,3 +1,6 @@
+use crate::bare_memory::Placement;
+use crate::card_backing::CardBacking;
+use crate::card_memory::SharedCardMemory;
 use crate::error::MemoryError;
 use crate::freed::{FreedVideo, Kept};
 use crate::range::RangeAllocator;
@@ -92,6 +95,10 @@ actor_protocol! {
     service MemoryService;
     error MemoryError;
     AllocDevice => fn alloc_device(bytes: u64) -> DeviceBuffer;
+    /// Device memory the CPU writes through the transport (rings, USERD,
+    /// semaphores): inside the BAR1 window on a small-BAR card, the same
+    /// as [`MemoryService::alloc_device`] elsewhere.
+    AllocVisible => fn alloc_visible(bytes: u64) -> DeviceBuffer;
     /// Free by device pointer; returns the bytes released.
     FreeDevice => fn free_device(va: u64) -> u64;
     /// Pinned host memory the GPU can reach by DMA.
@@ -124,6 +131,10 @@ enum Kind {
     },
     /// Pinned host memory RM mapped for the GPU.
     RmHost { handle: ObjectHandle, view: CpuView },
+    /// Video memory from our tables on a card GSP-RM runs.
+    Card { phys: u64 },
+    /// Pinned host memory our tables map; the CPU's view where it has one.
+    CardHost { view: Option<CpuView> },
 }
 
 /// Who manages video memory and the page tables.
@@ -134,6 +145,9 @@ enum Backing {
     /// RM does (the kernel module): RM allocates, UVM maps at our VAs,
     /// by the rules the device description carries.
     Rm(RmMemoryRules),
+    /// We do, on a card GSP-RM runs: our tables and allocators, the VAs
+    /// theirs (the actor's own VA allocator is not used).
+    Tables(CardBacking),
 }
 
 struct MemoryActor {
@@ -173,7 +187,8 @@ impl MemoryActor {
             .get_mut(&base)
             .ok_or(MemoryError::NotAllocated { va: base, len: 0 })?;
         match &mut a.kind {
-            Kind::Vram { .. } => Ok(None),
+            Kind::Vram { .. } | Kind::Card { .. } => Ok(None),
+            Kind::CardHost { view } => Ok(view.clone()),
             Kind::RmHost { view, .. } => Ok(Some(view.clone())),
             Kind::RmVideo { handle, view } => {
                 if view.is_none() {
@@ -272,6 +287,37 @@ impl MemoryActor {
         Ok(())
     }
 
+    /// Video memory from our tables on a card GSP-RM runs.
+    fn alloc_card(
+        &mut self,
+        bytes: u64,
+        placement: Placement,
+    ) -> Result<DeviceBuffer, MemoryError> {
+        let Backing::Tables(card) = &mut self.backing else {
+            return Err(MemoryError::Invariant {
+                reason: "card memory asked of another backing",
+            });
+        };
+        let piece = card.alloc(bytes, placement)?;
+        let used = card.handed_out();
+        self.live.insert(
+            piece.va,
+            Allocation {
+                bytes: piece.bytes,
+                kind: Kind::Card { phys: piece.phys },
+            },
+        );
+        self.stats.device_allocs += 1;
+        self.stats.vram_used = used;
+        self.stats.vram_peak = self.stats.vram_peak.max(used);
+        Ok(DeviceBuffer {
+            va: piece.va,
+            bytes,
+            vram_offset: piece.phys,
+            rm_handle: None,
+        })
+    }
+
     fn note_device_alloc(&mut self, bytes: u64) {
         self.stats.device_allocs += 1;
         self.stats.vram_used += bytes;
@@ -322,12 +368,25 @@ impl MemoryService for MemoryActor {
                 let rules = *rules;
                 self.alloc_rm_video(bytes, rules)
             }
+            Backing::Tables(_) => self.alloc_card(bytes, Placement::Anywhere),
+        }
+    }
+
+    fn alloc_visible(&mut self, bytes: u64) -> Result<DeviceBuffer, MemoryError> {
+        match &self.backing {
+            Backing::Tables(_) => {
+                if bytes == 0 {
+                    return Err(MemoryError::VirtualAddress(crate::RangeError::Empty));
+                }
+                self.alloc_card(bytes, Placement::CpuVisible)
+            }
+            _ => self.alloc_device(bytes),
         }
     }
 
     fn free_device(&mut self, va: u64) -> Result<u64, MemoryError> {
         let a = match self.live.get(&va) {
-            Some(a) if !matches!(a.kind, Kind::RmHost { .. }) => a,
+            Some(a) if !matches!(a.kind, Kind::RmHost { .. } | Kind::CardHost { .. }) => a,
             _ => {
                 return Err(MemoryError::VirtualAddress(
                     crate::RangeError::NotAllocated { addr: va },
@@ -343,6 +402,12 @@ impl MemoryService for MemoryActor {
                 vram.free(*offset).map_err(MemoryError::Vram)?;
                 used = vram.used();
                 true
+            }
+            (Kind::Card { .. }, Backing::Tables(card)) => {
+                card.free(va)?;
+                used = card.handed_out();
+                // The tables' allocator took the VA back.
+                false
             }
             (Kind::RmVideo { handle, view }, Backing::Rm(_)) => {
                 let kept = Kept {
@@ -377,7 +442,27 @@ impl MemoryService for MemoryActor {
     }
 
     fn alloc_host(&mut self, bytes: u64) -> Result<HostBuffer, MemoryError> {
-        match &self.backing {
+        match &mut self.backing {
+            Backing::Tables(card) => {
+                let pinned = card.alloc_host(bytes)?;
+                self.live.insert(
+                    pinned.va,
+                    Allocation {
+                        bytes: pinned.bytes,
+                        kind: Kind::CardHost {
+                            view: pinned.view.clone(),
+                        },
+                    },
+                );
+                self.stats.host_allocs += 1;
+                self.stats.host_bytes += pinned.bytes;
+                Ok(HostBuffer {
+                    va: Some(pinned.va),
+                    bytes: pinned.bytes,
+                    view: pinned.view,
+                    dma: pinned.dma,
+                })
+            }
             Backing::Bar { .. } => match self.pci.alloc_dma(bytes) {
                 Ok(r) => {
                     self.stats.host_allocs += 1;
@@ -425,6 +510,20 @@ impl MemoryService for MemoryActor {
     }
 
     fn free_host(&mut self, va: u64) -> Result<u64, MemoryError> {
+        if let (
+            Some(Allocation {
+                kind: Kind::CardHost { .. },
+                ..
+            }),
+            Backing::Tables(card),
+        ) = (self.live.get(&va), &mut self.backing)
+        {
+            let bytes = card.free_host(va)?;
+            self.live.remove(&va);
+            self.stats.host_frees += 1;
+            self.stats.host_bytes = self.stats.host_bytes.saturating_sub(bytes);
+            return Ok(bytes);
+        }
         let Some(Allocation {
             bytes,
             kind: Kind::RmHost { handle, .. },
@@ -451,6 +550,11 @@ impl MemoryService for MemoryActor {
                 .vram_read(offset + off, len)
                 .map_err(MemoryError::Pci);
         }
+        if let (Kind::Card { phys }, Backing::Tables(card)) =
+            (&self.live[&base].kind, &self.backing)
+        {
+            return card.read(va, phys + off, len);
+        }
         let view = self.view_of(base)?.ok_or(MemoryError::Invariant {
             reason: "RM memory without a CPU view",
         })?;
@@ -467,6 +571,11 @@ impl MemoryService for MemoryActor {
                 .pci
                 .vram_write(offset + off, data)
                 .map_err(MemoryError::Pci);
+        }
+        if let (Kind::Card { phys }, Backing::Tables(card)) =
+            (&self.live[&base].kind, &self.backing)
+        {
+            return card.write(va, phys + off, data);
         }
         let view = self.view_of(base)?.ok_or(MemoryError::Invariant {
             reason: "RM memory without a CPU view",
@@ -490,18 +599,36 @@ impl MemoryService for MemoryActor {
 }
 
 /// Start the memory actor: learns the VRAM size and the RM from gsp; on
-/// our own page tables it also creates the VA space object there (on the
-/// kernel path RM made it when the device opened).
+/// the null card's software tables it also creates the VA space object
+/// there (on the kernel path RM made it when the device opened, and on a
+/// card GSP-RM runs the gsp actor did, over `card`: the memory it laid
+/// out, which this actor then hands out).
 ///
 /// # Errors
-/// gsp failures, VRAM smaller than the firmware reserve, or thread start.
+/// gsp failures, VRAM smaller than the firmware reserve, a card GSP-RM
+/// runs without its memory, or thread start.
 pub fn spawn(
     config: ActorConfig,
     gsp: &GspHandle,
     pci: PciHandle,
+    card: Option<SharedCardMemory>,
 ) -> Result<(MemoryHandle, ActorJoin), MemoryError> {
     let info = gsp.device_info().map_err(MemoryError::Gsp)?;
     let (backing, va, allocatable, va_space) = match info.memory {
+        MemoryOwner::Tables => {
+            let card = card.ok_or(MemoryError::Invariant {
+                reason: "a card GSP-RM runs, and no memory laid out on it",
+            })?;
+            let backing = CardBacking::new(card, pci.clone());
+            let allocatable = backing.allocatable();
+            (
+                Backing::Tables(backing),
+                // Unused: the tables keep their own VAs.
+                RangeAllocator::new(VA_BASE, page::SMALL, page::SMALL),
+                allocatable,
+                None,
+            )
+        }
         MemoryOwner::Ours => {
             let allocatable = info
                 .vram_bytes

@@ -25,6 +25,10 @@ pub enum MemoryError {
     TooLarge { bytes: u64 },
     #[error("CPU access")]
     View(#[source] macuda_gsp::OutsideView),
+    #[error("our memory on the card")]
+    Card(#[source] Box<crate::BareMemoryError>),
+    #[error("{len} bytes at GPU address {va:#x} lie outside the BAR1 window the CPU reaches (the copy engine reaches them)")]
+    NotCpuVisible { va: u64, len: u64 },
     #[error("internal invariant broken: {reason}")]
     Invariant { reason: &'static str },
 }
@@ -40,7 +44,17 @@ impl ActorFault for MemoryError {
             | MemoryError::VirtualAddress(_)
             | MemoryError::NotAllocated { .. }
             | MemoryError::TooLarge { .. }
-            | MemoryError::View(_) => Severity::Recoverable,
+            | MemoryError::View(_)
+            | MemoryError::NotCpuVisible { .. } => Severity::Recoverable,
+            // Out of room is the caller's; the tables or the card failing
+            // is not.
+            MemoryError::Card(e) => {
+                if e.is_full() {
+                    Severity::Recoverable
+                } else {
+                    Severity::Fatal
+                }
+            }
             MemoryError::VramTooSmall { .. }
             | MemoryError::Spawn(_)
             | MemoryError::Invariant { .. } => Severity::Fatal,

@@ -16,6 +16,8 @@
 mod actor;
 mod allocation;
 mod bare_memory;
+mod card_backing;
+mod card_memory;
 mod error;
 mod freed;
 mod page_mapping;
@@ -35,6 +37,7 @@ pub use actor::{
 };
 pub use allocation::{AllocError, FreeSpace};
 pub use bare_memory::{BareLayout, BareMemory, BareMemoryError, Piece, Placement};
+pub use card_memory::{card_tables, CardMemory, CardSlot, PciPort, SharedCardMemory};
 pub use error::MemoryError;
 pub use freed::{KEEP_BYTES, KEEP_LARGEST};
 pub use page_mapping::{AddressKind, Aperture, MappedPage, PageFlags, PageSize, PageTableError};

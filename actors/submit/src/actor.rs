@@ -96,6 +96,9 @@ actor_protocol! {
     Profile => fn profile() -> ProfileReport;
 }
 
+/// The most an upload puts in one push buffer when it travels inline.
+const UPLOAD_PART_BYTES: usize = 16 << 10;
+
 struct SubmitActor {
     /// Channels, the doorbell, and fault reports.
     gsp: GspHandle,
@@ -542,8 +545,27 @@ impl SubmitService for SubmitActor {
         // Code and constants land before any launch that can reach them
         // (the loader uploads a module before it hands out its kernels),
         // written by the CPU; the next chain head invalidates the caches
-        // that may hold what was there before.
-        self.write_device(dst, bytes)?;
+        // that may hold what was there before. Memory the CPU does not
+        // reach (above a small BAR1) takes them from the push buffer, on
+        // the compute queue ahead of every launch that follows.
+        match self.write_device(dst, bytes.clone()) {
+            Err(SubmitError::Memory(macuda_memory::MemoryError::NotCpuVisible { .. })) => {
+                let mut at = dst;
+                for part in bytes.chunks(UPLOAD_PART_BYTES) {
+                    self.queue_inline_upload(at, part)?;
+                    at += part.len() as u64;
+                }
+                self.stats.uploads += 1;
+                self.stats.upload_bytes += n;
+                return Ok(UploadReceipt {
+                    dst,
+                    bytes: n,
+                    queued_at: self.stats.uploads,
+                    resident: true,
+                });
+            }
+            r => r?,
+        }
         self.caches_stale = true;
         self.stats.uploads += 1;
         self.stats.upload_bytes += n;

@@ -68,15 +68,20 @@ impl Regions {
     /// The regions this actor keeps for its whole life, from memory.
     fn allocate(memory: &MemoryHandle, submit: &SubmitConfig) -> Result<Regions, SubmitError> {
         let ring_bytes = u64::from(submit.gpfifo_entries) * ENTRY_BYTES;
-        let alloc = |bytes| memory.alloc_device(bytes).map_err(SubmitError::Memory);
+        // What this actor writes itself must be where the CPU reaches it
+        // (inside BAR1 on a small-BAR card); the descriptors travel by
+        // copy engine where it does not map them.
+        let visible = |bytes| memory.alloc_visible(bytes).map_err(SubmitError::Memory);
         Ok(Regions {
-            descriptors: alloc(submit.descriptor_bytes)?,
-            commands: alloc(COMMAND_BYTES)?,
-            semaphores: alloc(SEMAPHORE_BYTES)?,
-            rings: alloc(2 * ring_bytes)?,
+            descriptors: memory
+                .alloc_device(submit.descriptor_bytes)
+                .map_err(SubmitError::Memory)?,
+            commands: visible(COMMAND_BYTES)?,
+            semaphores: visible(SEMAPHORE_BYTES)?,
+            rings: visible(2 * ring_bytes)?,
             // Our model of each channel's USERD; RM's channel object reads
             // GP_PUT from it.
-            userd: alloc(2 * USERD_BYTES)?,
+            userd: visible(2 * USERD_BYTES)?,
         })
     }
 }
@@ -169,6 +174,7 @@ fn ring_specs(r: &Regions, entries: u32, copy_placement: CopyPlacement) -> Chann
             entries,
             userd_memory: handle(&r.userd),
             userd_offset: 0,
+            userd_va: r.userd.va,
         },
         copy: RingSpec {
             ring_memory: handle(&r.rings),
@@ -176,6 +182,7 @@ fn ring_specs(r: &Regions, entries: u32, copy_placement: CopyPlacement) -> Chann
             entries,
             userd_memory: handle(&r.userd),
             userd_offset: USERD_BYTES,
+            userd_va: r.userd.va + USERD_BYTES,
         },
         copy_placement,
     }
