@@ -609,11 +609,15 @@ fn failed(e: HostError, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     if let Some(p) = e.report() {
         let _ = writeln!(out, "crash report: {}", p.display());
     }
-    // A kernel module whose device files are absent: the device cannot be
-    // opened, which is a usage error, not a failure.
+    // A kernel module whose device files are absent, or a TinyGPU socket
+    // or server that is not there: the device cannot be opened, which is
+    // a usage error, not a failure.
     let unopenable = matches!(
         macuda_core::find_in_chain::<macuda_gsp::KernelRmError>(&e),
         Some(macuda_gsp::KernelRmError::Open { .. })
+    ) || matches!(
+        macuda_core::find_in_chain::<macuda_pci::PciError>(&e),
+        Some(macuda_pci::PciError::Connect { .. })
     );
     match e {
         HostError::Interrupted { .. } => status::INTERRUPTED,

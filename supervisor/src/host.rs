@@ -245,13 +245,17 @@ pub struct Stack {
 
 /// Devices whose resource manager the gsp actor can serve: the null
 /// device's software RM, NVIDIA's kernel module, and GSP-RM we boot
-/// ourselves on the simulated card. A real card over TinyGPU, a remote
-/// server or sysfs would boot the same way, but none has run here, so
-/// they stay refused until one has.
+/// ourselves over the TinyGPU protocol (its unix socket, TCP, or the
+/// simulated card in this process). Over sysfs there is no DMA yet (no
+/// VFIO), so no boot; a replayed trace answers only what was recorded.
 fn rm_built(spec: &DeviceSpec) -> bool {
     matches!(
         spec,
-        DeviceSpec::Null | DeviceSpec::Kernel { .. } | DeviceSpec::Sim { .. }
+        DeviceSpec::Null
+            | DeviceSpec::Kernel { .. }
+            | DeviceSpec::Sim { .. }
+            | DeviceSpec::TinyGpu { .. }
+            | DeviceSpec::Remote { .. }
     )
 }
 

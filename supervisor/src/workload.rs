@@ -174,7 +174,7 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     // bytes travel through the pinned buffer and the copy engine.
     let staging = pinned
         .as_ref()
-        .and_then(|p| Some((p.va?, p.view.clone()?)))
+        .and_then(|p| p.va)
         .filter(|_| can.submission);
     let inputs = if_able(
         &mut r,
@@ -235,19 +235,12 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     // A round trip through the copy engine: pinned host -> device ->
     // device -> pinned host, ordered after the kernels on one stream.
     let mut round_trip = None;
-    if let Some(pin) = pinned
-        .as_ref()
-        .filter(|p| p.va.is_some() && p.view.is_some())
-    {
-        let back = host.call(|s| s.memory.alloc_host(pin.bytes))?;
-        let (src, view) = (pin.va.unwrap_or(0), pin.view.clone());
+    if let Some(src) = pinned.as_ref().and_then(|p| p.va) {
+        let back = host.call(|s| s.memory.alloc_host(ROUND_TRIP_BYTES as u64))?;
         let pattern: Vec<u8> = (0..ROUND_TRIP_BYTES).map(|i| (i * 7 + 3) as u8).collect();
-        if let (Some(v), Some(dst), Some(back_view)) = (view, back.va, back.view.clone()) {
-            v.write(0, &pattern)
-                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
-            back_view
-                .write(0, &vec![0u8; pattern.len()])
-                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
+        if let Some(dst) = back.va {
+            host.call(|s| s.memory.write_host(src, pattern.clone()))?;
+            host.call(|s| s.memory.write_host(dst, vec![0u8; pattern.len()]))?;
             let stream = streams[0];
             let n = pattern.len() as u64;
             for (from, to) in [(src, ptrs[2]), (ptrs[2], ptrs[1]), (ptrs[1], dst)] {
@@ -260,10 +253,7 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
                 .map_err(SubmitError::from)?;
             }
             host.call(|s| s.submit.synchronize(stream))?;
-            let mut got = vec![0u8; pattern.len()];
-            back_view
-                .read(0, &mut got)
-                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
+            let got = host.call(|s| s.memory.read_host(dst, pattern.len() as u64))?;
             round_trip = Some(got == pattern);
         }
         if let Some(va) = back.va {
@@ -329,9 +319,10 @@ pub fn run(host: &Host, pace: Duration) -> Result<WorkloadReport, HostError> {
     Ok(r)
 }
 
-/// Pinned host memory the copy engine reads and writes: its GPU address
-/// and the CPU's view.
-type Staging = (u64, macuda_gsp::CpuView);
+/// Pinned host memory the copy engine reads and writes, by its GPU
+/// address (the CPU writes it through the memory actor, which uses the
+/// process's view of it or, where there is none, the transport).
+type Staging = u64;
 
 /// Whether `e` says the CPU does not reach the memory (it lies above a
 /// small BAR1).
@@ -370,10 +361,10 @@ fn write_device(
         host.call(|s| s.memory.write_device(va, data.clone())),
         staging,
     ) {
-        (Err(e), Some((pinned, view))) if beyond_bar1(&e) => {
-            view.write(0, &data)
-                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
-            engine_copy(host, *pinned, va, data.len() as u64)
+        (Err(e), Some(&pinned)) if beyond_bar1(&e) => {
+            let n = data.len() as u64;
+            host.call(|s| s.memory.write_host(pinned, data))?;
+            engine_copy(host, pinned, va, n)
         }
         (r, _) => r,
     }
@@ -387,12 +378,9 @@ fn read_device(
     len: u64,
 ) -> Result<Vec<u8>, HostError> {
     match (host.call(|s| s.memory.read_device(va, len)), staging) {
-        (Err(e), Some((pinned, view))) if beyond_bar1(&e) => {
-            engine_copy(host, va, *pinned, len)?;
-            let mut out = vec![0; len as usize];
-            view.read(0, &mut out)
-                .map_err(|e| HostError::Memory(macuda_memory::MemoryError::View(e)))?;
-            Ok(out)
+        (Err(e), Some(&pinned)) if beyond_bar1(&e) => {
+            engine_copy(host, va, pinned, len)?;
+            host.call(|s| s.memory.read_host(pinned, len))
         }
         (r, _) => r,
     }

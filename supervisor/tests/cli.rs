@@ -101,15 +101,23 @@ fn info_identifies_the_null_card_and_leaves_bus_mastering_off() {
 #[test]
 fn unbuilt_devices_say_so() {
     let dir = tempfile::tempdir().unwrap();
-    for dev in [
-        "tinygpu",
-        "remote:localhost:9",
-        "sysfs:0000:01:00.0",
-        "replay:x.trace",
-    ] {
+    for dev in ["sysfs:0000:01:00.0", "replay:x.trace"] {
         let (code, _, err) = run(macuda(dir.path()).args(["--device", dev, "demo"]));
         assert_eq!(code, 2, "{dev}: {err}");
         assert!(err.contains("not built yet"), "{dev}: {err}");
+    }
+    // Over the TinyGPU protocol the stack boots the card itself: a socket
+    // or server that is not there is a device that cannot be opened.
+    for (dev, says) in [
+        (
+            "tinygpu:/nonexistent/tinygpu.sock",
+            "cannot reach TinyGPU socket",
+        ),
+        ("remote:127.0.0.1:9", "cannot reach TinyGPU server"),
+    ] {
+        let (code, _, err) = run(macuda(dir.path()).args(["--device", dev, "demo"]));
+        assert_eq!(code, 2, "{dev}: {err}");
+        assert!(err.contains(says), "{dev}: {err}");
     }
     let (code, _, err) = run(macuda(dir.path()).args(["--device", "gpu0", "demo"]));
     assert_eq!(code, 2);

@@ -30,6 +30,11 @@ fn without_the_images_the_demo_names_what_is_missing_and_leaves_the_bus_quiet() 
 }
 
 fn demo(device: &str) -> String {
+    let (out, _) = demo_with(device);
+    out
+}
+
+fn demo_with(device: &str) -> (String, String) {
     let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
     let (code, out, err) = run(macuda()
         .args(["--device", device, "demo", "--firmware"])
@@ -37,7 +42,6 @@ fn demo(device: &str) -> String {
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     for expected in [
         "RM: GSP-RM booted by us (RPC, our page tables)",
-        "the simulated card runs no GPU code",
         "results: 2048 of 2048 vector_add outputs match the CPU's a + b",
         "pinned host -> device -> device -> pinned host came back byte-exact",
         "0 submissions handed to nothing",
@@ -55,7 +59,7 @@ fn demo(device: &str) -> String {
             .unwrap_or_else(|| panic!("no summary line for {actor}:\n{out}"));
         assert!(line.contains(" 0 not ok"), "{line}");
     }
-    out
+    (out, err)
 }
 
 #[test]
@@ -63,6 +67,7 @@ fn demo(device: &str) -> String {
 fn the_demo_runs_on_a_simulated_gb202_we_boot_ourselves() {
     let out = demo("sim");
     assert!(out.contains("BAR1 256 MiB (small BAR)"), "{out}");
+    assert!(out.contains("the simulated card runs no GPU code"), "{out}");
     // The inputs and outputs lie above the window: the CPU's direct
     // tries are refused and the copy engine moves them.
     let memory = out
@@ -99,4 +104,25 @@ fn info_with_boot_shows_what_gsp_rm_said_and_our_objects_in_its_tree() {
     ] {
         assert!(out.contains(expected), "`{expected}` missing from:\n{out}");
     }
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn over_tcp_the_demo_runs_twice_the_second_time_on_resident_firmware() {
+    // The sim's TCP form, as `macuda sim serve tcp:PORT` serves it: no
+    // host memory is shared with this process, so pinned memory is
+    // written through the transport.
+    let chip = macuda_sim::SimChip::by_name("gb202").unwrap();
+    let server =
+        macuda_sim::Server::start(&macuda_sim::Listen::Tcp(0), macuda_sim::Card::new(chip))
+            .unwrap();
+    let word = server.device_word();
+    assert!(word.starts_with("remote:127.0.0.1:"), "{word}");
+    let (first, _) = demo_with(&word);
+    assert!(first.contains("firmware not resident"), "{first}");
+    let (second, _) = demo_with(&word);
+    // The first run left GSP-RM resident; the second resets it away and
+    // boots again.
+    assert!(second.contains("firmware resident"), "{second}");
+    assert!(!second.contains("firmware not resident"), "{second}");
 }

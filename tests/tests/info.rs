@@ -1,6 +1,7 @@
 //! `macuda info` on real transports (the fake TinyGPU server over a unix
-//! socket and over TCP), the card lock, and the demo's refusal to boot a
-//! device whose RM is not built yet.
+//! socket and over TCP), the card lock, the demo's own boot of a TinyGPU
+//! card (which needs the images), and its refusal of a device whose RM is
+//! not built yet.
 
 use macuda_hw::pci::Command as PciCommand;
 use macuda_pci::{open_transport, DeviceSpec, PciError};
@@ -88,15 +89,32 @@ fn a_dead_server_is_a_clear_error() {
 }
 
 #[test]
-fn the_demo_refuses_a_device_whose_rm_is_not_built() {
+fn the_demo_boots_a_tinygpu_card_itself_and_without_the_images_says_which() {
     let fake = FakeTinyGpu::unix();
-    let (code, _, err) = run(&["--device", &fake.device_word(), "demo"]);
+    let empty = tempfile::tempdir().unwrap();
+    let dir = empty.path().to_str().unwrap();
+    let (code, _, err) = run(&["--device", &fake.device_word(), "demo", "--firmware", dir]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("boot failed in `gsp`") && err.contains("the GSP firmware for the card"),
+        "{err}"
+    );
+    // Recovery left the card unable to master the bus.
+    assert_eq!(
+        fake.card().config[4] & PciCommand::BUS_MASTER as u8,
+        0,
+        "bus mastering left on"
+    );
+}
+
+#[test]
+fn the_demo_refuses_a_device_whose_rm_is_not_built() {
+    let (code, _, err) = run(&["--device", "sysfs:0000:01:00.0", "demo"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("not built yet") && err.contains("macuda info"),
         "{err}"
     );
-    assert_eq!(fake.connections(), 0, "the demo touched the card anyway");
 }
 
 #[test]

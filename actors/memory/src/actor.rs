@@ -109,6 +109,12 @@ actor_protocol! {
     ReadDevice => fn read_device(va: u64, len: u64) -> Vec<u8>;
     /// CPU write of memory by GPU address, inside one allocation.
     WriteDevice => fn write_device(va: u64, data: Vec<u8>) -> ();
+    /// CPU write of pinned host memory by GPU address, inside one
+    /// allocation: through the process's view where it has one, else
+    /// through the transport (TinyGPU over TCP shares no memory).
+    WriteHost => fn write_host(va: u64, data: Vec<u8>) -> ();
+    /// CPU read of pinned host memory, as `write_host` writes it.
+    ReadHost => fn read_host(va: u64, len: u64) -> Vec<u8>;
     /// A CPU view of the allocation holding `va`, where the backend gives
     /// one (`None` where CPU access goes through the transport).
     CpuWindow => fn cpu_window(va: u64) -> Option<DeviceWindow>;
@@ -581,6 +587,38 @@ impl MemoryService for MemoryActor {
             reason: "RM memory without a CPU view",
         })?;
         view.write(off, &data).map_err(MemoryError::View)
+    }
+
+    fn write_host(&mut self, va: u64, data: Vec<u8>) -> Result<(), MemoryError> {
+        let (base, off) = self.find(va, data.len() as u64)?;
+        match (&self.live[&base].kind, &self.backing) {
+            (Kind::RmHost { view, .. } | Kind::CardHost { view: Some(view) }, _) => {
+                view.write(off, &data).map_err(MemoryError::View)
+            }
+            (Kind::CardHost { view: None }, Backing::Tables(card)) => {
+                card.write_pinned(base, va, &data)
+            }
+            _ => Err(MemoryError::NotAllocated {
+                va,
+                len: data.len() as u64,
+            }),
+        }
+    }
+
+    fn read_host(&mut self, va: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
+        let (base, off) = self.find(va, len)?;
+        match (&self.live[&base].kind, &self.backing) {
+            (Kind::RmHost { view, .. } | Kind::CardHost { view: Some(view) }, _) => {
+                let n = usize::try_from(len).map_err(|_| MemoryError::TooLarge { bytes: len })?;
+                let mut out = vec![0; n];
+                view.read(off, &mut out).map_err(MemoryError::View)?;
+                Ok(out)
+            }
+            (Kind::CardHost { view: None }, Backing::Tables(card)) => {
+                card.read_pinned(base, va, len)
+            }
+            _ => Err(MemoryError::NotAllocated { va, len }),
+        }
     }
 
     fn cpu_window(&mut self, va: u64) -> Result<Option<DeviceWindow>, MemoryError> {

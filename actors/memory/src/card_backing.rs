@@ -108,6 +108,54 @@ impl CardBacking {
         Ok(bytes)
     }
 
+    /// Write pinned host memory at GPU address `va` through the
+    /// transport (where this process has no view of it: TinyGPU over
+    /// TCP), mapping by mapping.
+    pub(crate) fn write_pinned(&self, base: u64, va: u64, data: &[u8]) -> Result<(), MemoryError> {
+        let buffer = self
+            .pinned
+            .get(&base)
+            .ok_or(MemoryError::NotAllocated { va, len: 0 })?;
+        let mut done = 0;
+        while done < data.len() {
+            let at = va - base + done as u64;
+            let (mapping, offset) = buffer.locate(at).ok_or(MemoryError::NotAllocated {
+                va: va + done as u64,
+                len: (data.len() - done) as u64,
+            })?;
+            // CAST: what is left of one mapping, bounded by the data.
+            let n = ((mapping.bytes - offset) as usize).min(data.len() - done);
+            self.pci
+                .dma_write(mapping.region.id, offset, data[done..done + n].to_vec())
+                .map_err(MemoryError::Pci)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Read pinned host memory as [`CardBacking::write_pinned`] writes it.
+    pub(crate) fn read_pinned(&self, base: u64, va: u64, len: u64) -> Result<Vec<u8>, MemoryError> {
+        let buffer = self
+            .pinned
+            .get(&base)
+            .ok_or(MemoryError::NotAllocated { va, len })?;
+        let mut out = Vec::new();
+        while (out.len() as u64) < len {
+            let at = va - base + out.len() as u64;
+            let (mapping, offset) = buffer.locate(at).ok_or(MemoryError::NotAllocated {
+                va: va + out.len() as u64,
+                len: len - out.len() as u64,
+            })?;
+            let n = (mapping.bytes - offset).min(len - out.len() as u64);
+            out.extend(
+                self.pci
+                    .dma_read(mapping.region.id, offset, n)
+                    .map_err(MemoryError::Pci)?,
+            );
+        }
+        Ok(out)
+    }
+
     /// `len` bytes of video memory at `phys` (the piece at `va`), if the
     /// CPU reaches them.
     pub(crate) fn read(&self, va: u64, phys: u64, len: u64) -> Result<Vec<u8>, MemoryError> {

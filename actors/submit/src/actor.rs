@@ -233,8 +233,11 @@ pub(crate) enum Delivery {
     /// `mirror_va` (where the CPU reaches video memory only through a
     /// transport, store by store: the seed's Thunderbolt link); the chain's
     /// head waits for that copy on the copy queue. `mirror_va` is 0 on a
-    /// device without DMA, which never runs the copies.
-    CopyEngine { mirror_va: u64 },
+    /// device without DMA, which never runs the copies. With `unviewed`,
+    /// this process has no view of that host memory (TinyGPU over TCP):
+    /// the mirror is ordinary memory, and each patch is written to the
+    /// host memory through the memory actor before its copy is queued.
+    CopyEngine { mirror_va: u64, unviewed: bool },
 }
 
 impl SubmitActor {

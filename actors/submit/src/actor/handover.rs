@@ -106,7 +106,22 @@ impl SubmitActor {
                 // before GP_PUT moves.
                 return Ok(None);
             }
-            Delivery::CopyEngine { mirror_va } => *mirror_va,
+            Delivery::CopyEngine {
+                mirror_va,
+                unviewed,
+            } => {
+                if *unviewed {
+                    let mirror = self.arena.mirror();
+                    for p in &plan.patches {
+                        // CAST: offsets inside the mirror, which is in memory.
+                        let bytes = mirror[p.offset as usize..(p.offset + p.len) as usize].to_vec();
+                        self.memory
+                            .write_host(mirror_va + p.offset, bytes)
+                            .map_err(SubmitError::Memory)?;
+                    }
+                }
+                *mirror_va
+            }
         };
         let mut pb = std::mem::take(&mut self.copy.pending);
         for p in &plan.patches {

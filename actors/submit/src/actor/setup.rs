@@ -104,7 +104,10 @@ fn cpu_windows(memory: &MemoryHandle, r: &Regions) -> Result<Vec<DeviceWindow>, 
 /// memory the copy engine reads through the GPU's address space; a device
 /// without DMA (the null card) has none: descriptors still go shadow ->
 /// mirror on the host, and the copies name address 0, never submitted.
-/// Host memory without a GPU address cannot be the mirror.
+/// Where this process has no view of the pinned memory (TinyGPU over
+/// TCP), the mirror is ordinary memory whose patches are written to the
+/// pinned memory through the memory actor. Host memory without a GPU
+/// address cannot be the mirror.
 fn descriptor_delivery(
     memory: &MemoryHandle,
     descriptors: &DeviceBuffer,
@@ -120,13 +123,31 @@ fn descriptor_delivery(
         return Ok((Delivery::Mapped(window), plain()));
     }
     if !dma {
-        return Ok((Delivery::CopyEngine { mirror_va: 0 }, plain()));
+        return Ok((
+            Delivery::CopyEngine {
+                mirror_va: 0,
+                unviewed: false,
+            },
+            plain(),
+        ));
     }
     match memory.alloc_host(bytes) {
         Ok(h) => match (h.va, h.view) {
             (Some(va), Some(view)) if view.len() >= bytes => Ok((
-                Delivery::CopyEngine { mirror_va: va },
+                Delivery::CopyEngine {
+                    mirror_va: va,
+                    unviewed: false,
+                },
                 Box::new(PinnedMirror { view }),
+            )),
+            // Mapped for the GPU, and no view of it here: written through
+            // the memory actor, patch by patch.
+            (Some(va), None) if h.bytes >= bytes => Ok((
+                Delivery::CopyEngine {
+                    mirror_va: va,
+                    unviewed: true,
+                },
+                plain(),
             )),
             _ => Err(SubmitError::MirrorUnmapped {
                 bus: h
