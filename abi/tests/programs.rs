@@ -7,33 +7,14 @@
 //! and parameter bytes the program's source says.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
-use macuda_tests::runtime_libs::{libraries, scratch, workspace};
+use macuda_tests::runtime_libs::{abi_programs, libraries, scratch};
 
 /// The programs, linked against our libcudart.a.
 fn programs() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = workspace();
-        let lib = libraries().join("libcudart.a");
-        let out = scratch().join("bin");
-        let build = Command::new("bash")
-            .arg(root.join("tests/cuda/abi/build.sh"))
-            .arg(&out)
-            .arg(&lib)
-            .output()
-            .expect("bash runs");
-        assert!(
-            build.status.success(),
-            "tests/cuda/abi/build.sh failed (it needs python3 with pip to fetch NVIDIA's nvcc, and gcc):\n{}{}",
-            String::from_utf8_lossy(&build.stdout),
-            String::from_utf8_lossy(&build.stderr)
-        );
-        out
-    })
+    abi_programs()
 }
 
 struct Run {

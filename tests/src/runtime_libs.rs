@@ -37,3 +37,27 @@ pub fn libraries() -> &'static Path {
         out
     })
 }
+
+/// The ABI test programs under tests/cuda/abi, built by its build.sh
+/// (NVIDIA's nvcc from PyPI) and linked against our libcudart.a, once per
+/// test process.
+pub fn abi_programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = libraries().join("libcudart.a");
+        let out = scratch().join("bin");
+        let build = Command::new("bash")
+            .arg(workspace().join("tests/cuda/abi/build.sh"))
+            .arg(&out)
+            .arg(&lib)
+            .output()
+            .expect("bash runs");
+        assert!(
+            build.status.success(),
+            "tests/cuda/abi/build.sh failed (it needs python3 with pip to fetch NVIDIA's nvcc, and gcc):\n{}{}",
+            String::from_utf8_lossy(&build.stdout),
+            String::from_utf8_lossy(&build.stderr)
+        );
+        out
+    })
+}

@@ -115,7 +115,7 @@ static void copies(void) {
     vector_add<<<(n + 255) / 256, 256>>>(da, db, dc, n);
     OK(cudaGetLastError());
     OK(cudaMemcpy(c, dc, bytes, cudaMemcpyDeviceToHost));
-    if (kernels_run()) {
+    if (results_of("vector_add")) {
         int bad = 0;
         for (int i = 0; i < n; i++) bad += c[i] != a[i] + b[i];
         SAME(bad, 0);
@@ -193,7 +193,7 @@ static void kernels(void) {
     mixed<<<1, 1>>>(m, 'c', (short)-7, 1LL << 40, 1.25f, -0.5, dout);
     OK(cudaGetLastError());
     OK(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
-    if (kernels_run()) {
+    if (results_of("mixed")) {
         SAME(out[0], 'm');
         SAME(out[1], 2500);
         SAME(out[2], 321);
@@ -211,13 +211,13 @@ static void kernels(void) {
     scale<64><<<2, 32>>>(x, 3.0f);
     OK(cudaGetLastError());
     OK(cudaMemcpy(hx, x, sizeof hx, cudaMemcpyDeviceToHost));
-    if (kernels_run()) SAME(hx[63], 189);
+    if (results_of("scale")) SAME(hx[63], 189);
     int zero = 0, count = -1;
     OK(cudaMemcpyToSymbol(counter, &zero, sizeof zero));
     bump<<<4, 32>>>();
     OK(cudaGetLastError());
     OK(cudaMemcpyFromSymbol(&count, counter, sizeof count));
-    if (kernels_run()) SAME(count, 128);
+    if (results_of("bump")) SAME(count, 128);
     void *counter_at = 0;
     OK(cudaGetSymbolAddress(&counter_at, counter));
     SAME(counter_at != 0, 1);
@@ -236,7 +236,7 @@ static void kernels(void) {
     use_table<<<1, 16>>>(x);
     OK(cudaGetLastError());
     OK(cudaMemcpy(hx, x, 16 * sizeof(float), cudaMemcpyDeviceToHost));
-    if (kernels_run()) SAME(hx[5] == (t[9] * 2.0f), 1);
+    if (results_of("use_table")) SAME(hx[5] == (t[9] * 2.0f), 1);
     // Static and dynamic shared memory, the dynamic part opted in past 48 KiB.
     cudaFuncAttributes fa;
     OK(cudaFuncGetAttributes(&fa, with_shared));

@@ -39,7 +39,7 @@ static void capture(cudaStream_t s, cudaStream_t side, cudaEvent_t fork, cudaEve
 static void expect_y(float *y, float want) {
     float h[N];
     OK(cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost));
-    if (kernels_run()) {
+    if (results_of("add_to") && results_of("times")) {
         int bad = 0;
         for (int i = 0; i < N; i++) bad += h[i] != want;
         SAME(bad, 0);

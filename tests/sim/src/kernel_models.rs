@@ -130,6 +130,12 @@ type Model = fn(&ModelLaunch, &mut dyn KernelMemory) -> Result<(), ModelError>;
 /// The kernels modelled, by name.
 const MODELS: &[(&str, Model)] = &[("empty", empty), ("vector_add", vector_add), ("dims", dims)];
 
+/// The kernels whose effect the sim computes, by name: what a program run
+/// on the sim may check the results of.
+pub fn modelled_kernels() -> impl Iterator<Item = &'static str> {
+    MODELS.iter().map(|(name, _)| *name)
+}
+
 /// `empty()`: nothing.
 fn empty(_: &ModelLaunch, _: &mut dyn KernelMemory) -> Result<(), ModelError> {
     Ok(())

@@ -79,9 +79,11 @@ impl SubmitActor {
                 qmd,
             });
         }
+        // Written by the CPU: where it reaches (inside BAR1 on a small-BAR
+        // card).
         let buffer = self
             .memory
-            .alloc_device(size)
+            .alloc_visible(size)
             .map_err(SubmitError::Memory)?
             .va;
         match self.write_recorded(launches, &slots, buffer, size) {
