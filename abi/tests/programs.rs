@@ -273,6 +273,14 @@ fn sticky_says_there_is_nothing_to_fault_on_the_null_device() {
     assert!(r.launches.is_empty());
 }
 
+/// cudaMemGetInfo's free memory is what cudaMalloc hands out (to 99%),
+/// on the null device's allocator too.
+#[test]
+fn what_is_reported_free_is_handed_out() {
+    let r = run("fill");
+    assert!(r.launches.is_empty());
+}
+
 /// The debugging knobs change how launches are handed over and waited
 /// for, not what reaches the device.
 #[test]

@@ -63,3 +63,11 @@ fn sticky_says_the_sim_does_not_model_its_faulting_kernel() {
         "{out}"
     );
 }
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them), and nvcc from PyPI"]
+fn what_cuda_mem_get_info_calls_free_is_what_cuda_malloc_hands_out() {
+    // fill checks it takes at least 99% of the reported free memory in
+    // pieces and no more, and that totalGlobalMem is the same total.
+    on_sim("fill");
+}
