@@ -426,12 +426,16 @@ impl Rm for FirmwareRm {
     }
 
     fn destroy_channels(&mut self) -> Result<(), GspError> {
-        if self.channels.take().is_none() {
+        let Some(gone) = self.channels.take() else {
             return Err(GspError::NoChannels);
-        }
+        };
         for handle in [DEBUGGER, GROUP] {
             self.free(ObjectHandle(handle))?;
         }
+        // GSP-RM hands the channel ids out again: what it said of the old
+        // channels must not be read as news of the fresh ones.
+        self.rpc
+            .forget_channel_notices(&[gone.compute.token, gone.copy.token]);
         Ok(())
     }
 

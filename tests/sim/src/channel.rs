@@ -131,6 +131,9 @@ pub struct Channel {
     /// keeps the driver's words on this card (none: every launch is only
     /// recorded).
     pub models: Option<(Arc<KernelModels>, DriverArea)>,
+    /// The RM allocation it was made for ([`crate::gsp_rm::ChannelParams`]'s
+    /// serial).
+    pub rm_serial: u64,
 }
 
 /// What a run ended at.
@@ -157,6 +160,7 @@ impl Channel {
             pending: VecDeque::new(),
             launches: Vec::new(),
             models: None,
+            rm_serial: 0,
         }
     }
 

@@ -145,6 +145,13 @@ impl GspRpc {
         self.notices.drain(..).collect()
     }
 
+    /// Forget the robust-channel notices for channel ids `chids`: those
+    /// channels are gone, and the ids are handed out again to fresh ones.
+    pub fn forget_channel_notices(&mut self, chids: &[u32]) {
+        self.notices
+            .retain(|n| !matches!(n, Notice::RcTriggered { chid, .. } if chids.contains(chid)));
+    }
+
     /// Notices that fell off the front of the list.
     pub fn notices_dropped(&self) -> u64 {
         self.dropped

@@ -163,10 +163,19 @@ impl Card {
         if self.faults.drops_doorbell() {
             return;
         }
+        let Some(p) = self.rm.calls().channel_params.get(&token).copied() else {
+            return;
+        };
+        // The id names a fresh channel since this one ran: it starts anew.
+        if self
+            .channels
+            .get(&token)
+            .is_some_and(|ch| ch.rm_serial != p.serial)
+        {
+            self.channels.remove(&token);
+            self.channel_faults.remove(&token);
+        }
         if !self.channels.contains_key(&token) {
-            let Some(p) = self.rm.calls().channel_params.get(&token).copied() else {
-                return;
-            };
             let root = self.rm.calls().root_of(p.client, p.va_space);
             let (Some(userd), Some(root)) = (p.userd, root) else {
                 self.channel_faults.insert(
@@ -182,6 +191,9 @@ impl Card {
             ch.threads_per_tpc = threads_per_tpc(self.chip.sm);
             ch.models = macuda_hw::cbank0::for_sm(self.chip.sm)
                 .map(|area| (self.kernel_models.clone(), area));
+            ch.rm_serial = p.serial;
+            // A fresh channel has stopped for nothing yet.
+            self.channel_faults.remove(&token);
             self.channels.insert(token, ch);
         }
         if let Some(ch) = self.channels.get_mut(&token) {
@@ -201,6 +213,11 @@ impl Card {
             host: &mut self.host,
             bus_master: self.config.bus_master(),
         };
+        // A channel RM freed runs no more, and what stopped it goes with it.
+        let live = &self.rm.calls().channel_params;
+        self.channels.retain(|chid, _| live.contains_key(chid));
+        self.channel_faults
+            .retain(|chid, _| live.contains_key(chid));
         for (chid, ch) in &mut self.channels {
             if self.channel_faults.contains_key(chid) {
                 continue;

@@ -101,6 +101,8 @@ pub struct Calls {
     pub channels: Vec<((u32, u32), u32)>,
     /// What each channel id was allocated with, for the engines.
     pub channel_params: HashMap<u32, ChannelParams>,
+    /// Channels allocated so far (what [`ChannelParams::serial`] counts).
+    pub channel_serial: u64,
     /// MMU faults of each client's channels not yet read through a
     /// debugger, oldest first, as many as RM keeps.
     pub mmu_faults: HashMap<u32, Vec<MmuFaultEntry>>,
@@ -141,6 +143,9 @@ pub struct PromotedBuffer {
 /// it (`NV_CHANNEL_ALLOC_PARAMS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChannelParams {
+    /// Which allocation this is: a channel id freed and handed out again
+    /// names a fresh channel, whose engine state starts anew.
+    pub serial: u64,
     pub client: u32,
     /// The ring's VA and its entries.
     pub ring: u64,
@@ -170,6 +175,7 @@ impl ChannelParams {
         let userd = described(offset_of!(ChannelAlloc, userd_mem));
         let error_notifier = described(offset_of!(ChannelAlloc, error_notifier_mem));
         ChannelParams {
+            serial: 0,
             client,
             ring: u64_at(offset_of!(ChannelAlloc, gp_fifo_offset)),
             entries: u32_at(p, offset_of!(ChannelAlloc, gp_fifo_entries)),
@@ -226,11 +232,17 @@ impl Calls {
                 match self.objects.alloc(classes, client, parent, object, class) {
                     Ok(()) => {
                         if classes.kind_of(class) == Some(Kind::Channel) {
-                            let chid = self.channels.len() as u32;
+                            // The lowest id no live channel holds, as RM
+                            // hands channel ids out again once freed.
+                            let chid = (0..)
+                                .find(|id| self.channels.iter().all(|(_, c)| c != id))
+                                .expect("a free channel id");
                             self.channels.push(((client, object), chid));
                             let p = &payload[alloc_at::BYTES..];
-                            self.channel_params
-                                .insert(chid, ChannelParams::from_alloc(client, p));
+                            self.channel_serial += 1;
+                            let mut params = ChannelParams::from_alloc(client, p);
+                            params.serial = self.channel_serial;
+                            self.channel_params.insert(chid, params);
                         }
                         0
                     }
@@ -256,8 +268,13 @@ impl Calls {
             );
             match self.objects.free(client, object) {
                 Ok(gone) => {
-                    self.channels
-                        .retain(|((c, h), _)| *c != client || gone.iter().all(|(g, _)| g != h));
+                    let freed = |c: &u32, h: &u32| *c == client && gone.iter().any(|(g, _)| g == h);
+                    for ((c, h), chid) in &self.channels {
+                        if freed(c, h) {
+                            self.channel_params.remove(chid);
+                        }
+                    }
+                    self.channels.retain(|((c, h), _)| !freed(c, h));
                     0
                 }
                 Err(e) => e,

@@ -1,0 +1,162 @@
+//! The stack as a program uses it, on a simulated card we boot ourselves:
+//! the same Host API the kernel-module path serves, over GSP-RM, our page
+//! tables and our channels. A launch that reads an unmapped address stops
+//! the channel on the sim; GSP-RM posts the robust-channel notice and
+//! keeps the MMU fault, and the stack reports it as a typed channel fault
+//! read over RPC (the debugger: SM error states first, MMU fault info as
+//! flagged), stays up, and runs again on fresh channels. vector_add's
+//! results are the sim's model's (it executes no GPU code).
+
+use macuda_loader::FunctionInfo;
+use macuda_pci::DeviceSpec;
+use macuda_sim::{Card, Listen, Server, SimChip};
+use macuda_submit::{KernelId, LaunchRecord, StreamId, SubmitError};
+use macuda_supervisor::{Host, HostConfig, HostError};
+use std::time::Duration;
+
+/// The stack on a simulated GB202 this test serves (so it can look at the
+/// card), over its unix socket.
+fn sim() -> (Host, Server<Card>, tempfile::TempDir) {
+    let firmware = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("card.sock");
+    let chip = SimChip::by_name("gb202").unwrap();
+    let server = Server::start(&Listen::Unix(socket.clone()), Card::new(chip)).unwrap();
+    let mut config = HostConfig::new(DeviceSpec::TinyGpu {
+        socket: Some(socket),
+    });
+    config.firmware = Some(firmware.into());
+    config.deadline = Duration::from_secs(30);
+    config.submit.sync_timeout = Duration::from_secs(5);
+    config.report_dir = std::env::temp_dir().join("macuda-sim-stack-reports");
+    let host = Host::start(config).expect("the stack boots the simulated card");
+    (host, server, dir)
+}
+
+fn vector_add(host: &Host) -> (KernelId, FunctionInfo) {
+    let fatbin = std::fs::read("cuda/fixtures/vector_add.size.fatbin").unwrap();
+    let sm = host.device().chip.chip.sm();
+    let module = host.call(|s| s.loader.load_module(fatbin, sm)).unwrap();
+    let info = host
+        .call(|s| s.loader.function(module, "vector_add".to_string()))
+        .unwrap();
+    let id = host
+        .call(|s| s.submit.register_kernel(info.kernel_desc()))
+        .unwrap();
+    (id, info)
+}
+
+fn launch(
+    host: &Host,
+    k: &(KernelId, FunctionInfo),
+    stream: StreamId,
+    [a, b, c]: [u64; 3],
+    n: i32,
+) {
+    let params =
+        k.1.marshal(&[
+            &a.to_le_bytes(),
+            &b.to_le_bytes(),
+            &c.to_le_bytes(),
+            &n.to_le_bytes(),
+        ])
+        .unwrap();
+    let record = LaunchRecord {
+        kernel: k.0,
+        grid: [u32::try_from(n).unwrap().div_ceil(256), 1, 1],
+        block: [256, 1, 1],
+        dynamic_shared_bytes: 0,
+        params,
+    };
+    host.call(|s| s.submit.launch(stream, record)).unwrap();
+}
+
+fn floats(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// vector_add of `n` floats in memory the CPU reaches (inside BAR1),
+/// checked against the CPU's sums.
+fn runs_right(host: &Host, k: &(KernelId, FunctionInfo), stream: StreamId, n: usize) {
+    let bytes = (n * 4) as u64;
+    let [a, b, c] = [0, 1, 2].map(|_| host.call(|s| s.memory.alloc_visible(bytes)).unwrap());
+    let av: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let bv: Vec<f32> = (0..n).map(|i| 7.0 - i as f32).collect();
+    host.call(|s| s.memory.write_device(a.va, floats(&av)))
+        .unwrap();
+    host.call(|s| s.memory.write_device(b.va, floats(&bv)))
+        .unwrap();
+    host.call(|s| s.memory.write_device(c.va, vec![0xFF; n * 4]))
+        .unwrap();
+    launch(
+        host,
+        k,
+        stream,
+        [a.va, b.va, c.va],
+        i32::try_from(n).unwrap(),
+    );
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
+    let out = host.call(|s| s.memory.read_device(c.va, bytes)).unwrap();
+    let bad = out
+        .chunks_exact(4)
+        .zip(av.iter().zip(&bv))
+        .filter(|(got, (x, y))| f32::from_le_bytes([got[0], got[1], got[2], got[3]]) != *x + *y)
+        .count();
+    assert_eq!(bad, 0, "{bad} of {n} sums differ");
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn an_unmapped_read_is_a_typed_mmu_fault_read_over_rpc_and_fresh_channels_run_again() {
+    let (host, server, _dir) = sim();
+    let k = vector_add(&host);
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    runs_right(&host, &k, stream, 4096);
+
+    let out = host.call(|s| s.memory.alloc_visible(4096)).unwrap();
+    let unmapped = macuda_memory::NEVER_MAPPED_VA;
+    launch(&host, &k, stream, [unmapped, unmapped, out.va], 256);
+    let err = host
+        .call(|s| s.submit.synchronize(stream))
+        .expect_err("the faulting launch never completes");
+    let HostError::Submit(SubmitError::ChannelFault(f)) = err else {
+        panic!("not a channel fault: {err:?}");
+    };
+    eprintln!("{f}");
+    assert!(host.outcome().is_none(), "the stack stays up");
+    assert!(f.mmu_fault, "an unmapped read is an MMU fault: {f}");
+    assert_eq!(f.debugger.as_deref(), Some("read"), "{f}");
+    assert!(
+        f.mmu_faults
+            .iter()
+            .any(|m| m.address >> 12 == unmapped >> 12),
+        "the fault names the address: {f:?}"
+    );
+
+    {
+        let card = server.device();
+        // The sim stopped the compute channel (the first user channel's id
+        // is 1, after the golden channel's 0) on the read; the copy
+        // channel runs on.
+        let (compute, copy) = (card.channel_fault(1), card.channel_fault(2));
+        assert!(
+            matches!(compute, Some(macuda_sim::channel::ChannelFault::Mmu { .. })),
+            "{compute:?}"
+        );
+        assert!(copy.is_none(), "{copy:?}");
+    }
+    let fresh = host.call(|s| s.submit.reopen_channels()).unwrap();
+    eprintln!(
+        "fresh channels: compute token {:#x}, copy token {:#x}",
+        fresh.compute.token, fresh.copy.token
+    );
+    // The fresh channels are new to the card too: nothing of the old
+    // ones' fault is left on them, and they run.
+    {
+        let card = server.device();
+        assert!(card.channel_fault(1).is_none() && card.channel_fault(2).is_none());
+    }
+    runs_right(&host, &k, stream, 4096);
+    let outcome = host.shutdown();
+    assert!(outcome.steps.iter().all(|s| s.ok), "{:?}", outcome.steps);
+}
