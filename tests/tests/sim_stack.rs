@@ -4,8 +4,10 @@
 //! the channel on the sim; GSP-RM posts the robust-channel notice and
 //! keeps the MMU fault, and the stack reports it as a typed channel fault
 //! read over RPC (the debugger: SM error states first, MMU fault info as
-//! flagged), stays up, and runs again on fresh channels. vector_add's
-//! results are the sim's model's (it executes no GPU code).
+//! flagged), stays up, and runs again on fresh channels. A corrupted
+//! reply from GSP-RM takes the stack down through recovery (report, bus
+//! mastering off); engines that stop are a bounded typed error.
+//! vector_add's results are the sim's model's (it executes no GPU code).
 
 use macuda_loader::FunctionInfo;
 use macuda_pci::DeviceSpec;
@@ -159,4 +161,59 @@ fn an_unmapped_read_is_a_typed_mmu_fault_read_over_rpc_and_fresh_channels_run_ag
     runs_right(&host, &k, stream, 4096);
     let outcome = host.shutdown();
     assert!(outcome.steps.iter().all(|s| s.ok), "{:?}", outcome.steps);
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_corrupted_reply_from_gsp_rm_stops_the_stack_with_a_report_and_the_bus_quiet() {
+    let (host, server, _dir) = sim();
+    let device = host.device().device;
+    server
+        .device()
+        .inject(macuda_sim::faults::DeviceFault::CorruptReply { nth: 1 });
+    let err = host
+        .call(|s| s.gsp.alloc(device, macuda_hw::class::NV20_SUBDEVICE_0))
+        .expect_err("the reply fails its checksum");
+    let chain = macuda_core::error_chain(&err).join(": ");
+    assert!(chain.contains("checksum"), "{chain}");
+    // The conversation is broken: the gsp actor fails, and the stack goes
+    // down through recovery (which the monitor runs on its own thread).
+    let waited = std::time::Instant::now();
+    let outcome = loop {
+        if let Some(o) = host.outcome() {
+            break o;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "no recovery: {chain}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(outcome.steps.iter().all(|s| s.ok), "{:?}", outcome.steps);
+    assert!(outcome.report.is_ok(), "{:?}", outcome.report);
+    assert!(!server.device().bus_master(), "bus mastering left on");
+    drop(host);
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn engines_that_stop_are_a_bounded_typed_error_not_a_hang() {
+    let (host, server, _dir) = sim();
+    let k = vector_add(&host);
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    server
+        .device()
+        .inject(macuda_sim::faults::DeviceFault::HangEngines);
+    let out = host.call(|s| s.memory.alloc_visible(4096)).unwrap();
+    launch(&host, &k, stream, [out.va, out.va, out.va], 256);
+    let started = std::time::Instant::now();
+    let err = host
+        .call(|s| s.submit.synchronize(stream))
+        .expect_err("nothing moves");
+    // Within the sync timeout (5 s) and its deep check, never a hang.
+    assert!(started.elapsed() < Duration::from_secs(30), "{err:?}");
+    assert!(
+        matches!(err, HostError::Submit(SubmitError::Stuck { .. })),
+        "{err:?}"
+    );
 }
