@@ -27,7 +27,6 @@ use macuda_hw::methods::{copy, host};
 use macuda_hw::page;
 use macuda_hw::pci::FB_BAR_INDEX;
 use macuda_hw::push::{GpEntry, MethodHeader, SUBCHANNEL_COPY, USERD_BYTES, USERD_GP_PUT};
-use macuda_hw::rm::vaspace;
 use macuda_memory::{BareLayout, BareMemory, BareMemoryError, Piece, Placement};
 use macuda_pci::{DeviceSpec, PciError, Transport};
 use std::io::Write;
@@ -36,15 +35,9 @@ use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-/// Low video memory: the first 2 MiB left alone, then our tables' pool;
-/// the rest of the BAR1 window is for what the CPU writes, and what we
-/// hand out lies above it (in it only once the card above is full).
-const TABLE_POOL: std::ops::Range<u64> = 2 * MIB..34 * MIB;
-const CPU_VISIBLE_FROM: u64 = TABLE_POOL.end;
-/// The golden context's window of our VA space, and where the VAs we
-/// hand out start (past it).
+/// The golden context's window of our VA space (the VAs we hand out
+/// start past it: [`BareLayout::for_card`]).
 const GOLDEN_WINDOW: u64 = WINDOW_BYTES;
-const VA_FROM: u64 = 4 * GIB;
 /// The first pieces, and the smallest the tail is taken in.
 const FIRST_PIECE: u64 = GIB;
 const SMALLEST_PIECE: u64 = page::HUGE;
@@ -170,12 +163,8 @@ fn fill_booted(
         .min(booted.vram_ceiling);
     let port = CardPort::new(t);
     let mut rpc = booted.rpc;
-    let layout = BareLayout {
-        table_pool: TABLE_POOL,
-        cpu_visible: CPU_VISIBLE_FROM..window,
-        vram: window..booted.vram_ceiling,
-        va: VA_FROM..vaspace::USER_BASE + vaspace::USER_SIZE,
-    };
+    let layout = BareLayout::for_card(window, booted.vram_ceiling);
+    let cpu_visible = layout.cpu_visible.clone();
     let mut memory: CardMemory = BareMemory::new(port.clone(), port.clone(), layout)?;
     let classes = GoldenClasses::for_chip(booted.chip);
     let golden = build_golden_context(
@@ -200,10 +189,10 @@ fn fill_booted(
         out,
         "ours:      {} MiB of video memory from {:#x} to {:#x}, the CPU's {} MiB of it below {:#x} (BAR1); tables, channel and golden context took {} KiB",
         memory.vram_capacity() / MIB,
-        CPU_VISIBLE_FROM,
+        cpu_visible.start,
         booted.vram_ceiling,
-        (window - CPU_VISIBLE_FROM) / MIB,
-        window,
+        (cpu_visible.end - cpu_visible.start) / MIB,
+        cpu_visible.end,
         overhead >> 10
     );
 
