@@ -196,6 +196,8 @@ fn write_report(e: &BootFailed) -> Result<PathBuf, ReportError> {
                 .collect(),
             rpc: e.transcript.iter().map(|m| m.line()).collect(),
             notices: e.notices.iter().map(|n| format!("{n:?}")).collect(),
+            // The boot did not get far enough to read GSP-RM's logs back.
+            log: Vec::new(),
         }),
     };
     report.write_into(&crate::host::default_report_dir())

@@ -263,8 +263,12 @@ fn rm_built(spec: &DeviceSpec) -> bool {
 /// exists: a card we boot needs the pci actor's handle for its memory.
 enum RmPlan {
     Ready(macuda_gsp::RmChoice),
-    /// Boot GSP-RM with the images found along this path.
-    Firmware(macuda_gsp::firmware::SearchPath),
+    /// Boot GSP-RM with the images found along this path; its log
+    /// records decoded with the metadata given, where there is any.
+    Firmware(
+        macuda_gsp::firmware::SearchPath,
+        Option<macuda_gsp::bare::SharedLogMetadata>,
+    ),
 }
 
 /// The RM the gsp actor talks to for a device.
@@ -278,9 +282,12 @@ fn rm_plan(spec: &DeviceSpec, config: &HostConfig) -> RmPlan {
             index: *index,
         }),
         DeviceSpec::Null => RmPlan::Ready(macuda_gsp::RmChoice::Null),
-        _ => RmPlan::Firmware(macuda_gsp::firmware::SearchPath::new(
-            config.firmware.clone(),
-        )),
+        // NVIDIA's logging metadata is not ours to have; the simulated
+        // card's GSP-RM writes records its own table describes.
+        _ => RmPlan::Firmware(
+            macuda_gsp::firmware::SearchPath::new(config.firmware.clone()),
+            matches!(spec, DeviceSpec::Sim { .. }).then(crate::sim_device::log_metadata),
+        ),
     }
 }
 
@@ -673,10 +680,17 @@ fn boot(
     // runs, and the memory actor takes the same memory from the slot.
     let (rm, card) = match rm {
         RmPlan::Ready(choice) => (choice, None),
-        RmPlan::Firmware(firmware) => {
+        RmPlan::Firmware(firmware, log_metadata) => {
             let (tables, slot) = macuda_memory::card_tables(pci.clone());
+            let journal = macuda_gsp::bare::SharedJournal::default();
+            *sup.gsp_journal.lock() = Some(journal.clone());
             (
-                macuda_gsp::RmChoice::Firmware { firmware, tables },
+                macuda_gsp::RmChoice::Firmware {
+                    firmware,
+                    tables,
+                    journal,
+                    log_metadata,
+                },
                 Some(slot),
             )
         }

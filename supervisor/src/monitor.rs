@@ -38,6 +38,9 @@ pub(crate) struct Supervision {
     pub firmware_note: Mutex<String>,
     /// On the kernel path: our RM objects, reachable without the gsp actor.
     pub teardown: Mutex<Option<macuda_gsp::RmTeardown>>,
+    /// On GSP-RM we booted: what the gsp actor's RM kept of it (last
+    /// messages, notices, log lines), for the report.
+    pub gsp_journal: Mutex<Option<macuda_gsp::bare::SharedJournal>>,
     /// Bottom-up: pci first.
     pub joins: Mutex<Vec<ActorJoin>>,
     pub statuses: Mutex<Vec<Arc<ActorStatus>>>,
@@ -83,6 +86,7 @@ impl Supervision {
             device_line: Mutex::new("device not opened yet".to_string()),
             firmware_note: Mutex::new("no firmware was booted".to_string()),
             teardown: Mutex::new(None),
+            gsp_journal: Mutex::new(None),
             joins: Mutex::new(Vec::new()),
             statuses: Mutex::new(Vec::new()),
             state: Mutex::new(State::Running),
@@ -218,7 +222,15 @@ impl Supervision {
             cause: cause.clone(),
             actors: self.statuses.lock().iter().map(|s| s.snapshot()).collect(),
             recovery: steps.clone(),
-            boot: None,
+            boot: self.gsp_journal.lock().as_ref().map(|j| {
+                let j = j.lock();
+                crate::report::BootTranscript {
+                    steps: Vec::new(),
+                    rpc: j.rpc.clone(),
+                    notices: j.notices.clone(),
+                    log: j.log.iter().cloned().collect(),
+                }
+            }),
         };
         let report = report
             .write_into(&self.report_dir)

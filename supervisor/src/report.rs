@@ -36,7 +36,8 @@ pub enum ReportCause {
     },
 }
 
-/// What a failed boot had done and said, for its report.
+/// What our conversation with GSP-RM had done and said, for a report: a
+/// failed boot's steps, or the running stack's journal (no steps).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BootTranscript {
     /// The steps that finished, with their times in microseconds.
@@ -45,6 +46,10 @@ pub struct BootTranscript {
     pub rpc: Vec<String>,
     /// What GSP-RM sent unprompted (errors, faults, events).
     pub notices: Vec<String>,
+    /// GSP-RM's last log lines, oldest first (absent in reports written
+    /// before they were kept).
+    #[serde(default)]
+    pub log: Vec<String>,
 }
 
 impl ReportCause {
@@ -71,8 +76,9 @@ pub struct CrashReport {
     /// Bottom-up: pci, gsp, memory, submit, loader.
     pub actors: Vec<ActorSnapshot>,
     pub recovery: Vec<RecoveryStep>,
-    /// A failed boot's steps and last messages (absent in reports of the
-    /// stack's actors, and in reports written before it existed).
+    /// GSP-RM's side: a failed boot's steps and last messages, or the
+    /// journal of a stack running on GSP-RM we booted (absent on other
+    /// backends, and in reports written before it existed).
     #[serde(default)]
     pub boot: Option<BootTranscript>,
 }
@@ -194,7 +200,9 @@ impl CrashReport {
             }
         }
         if let Some(boot) = &self.boot {
-            let _ = writeln!(s, "boot steps done:");
+            if !boot.steps.is_empty() {
+                let _ = writeln!(s, "boot steps done:");
+            }
             for (step, us) in &boot.steps {
                 let _ = writeln!(s, "  {step:<18} {:>9.3} ms", *us as f64 / 1e3);
             }
@@ -206,6 +214,12 @@ impl CrashReport {
                 let _ = writeln!(s, "notices from GSP-RM:");
                 for n in &boot.notices {
                     let _ = writeln!(s, "  {n}");
+                }
+            }
+            if !boot.log.is_empty() {
+                let _ = writeln!(s, "GSP-RM's last log lines:");
+                for line in &boot.log {
+                    let _ = writeln!(s, "  {line}");
                 }
             }
         }
@@ -335,6 +349,7 @@ mod tests {
                 steps: vec![("Identify".into(), 1500)],
                 rpc: vec!["+ 0.300 ms -> GSP_SET_SYSTEM_INFO seq 0 (928 bytes)".into()],
                 notices: vec!["MmuFaultQueued".into()],
+                log: vec!["LOGRM: channel 1 stopped: Xid 31".into()],
             }),
             ..sample()
         };
@@ -347,6 +362,7 @@ mod tests {
             "  Identify               1.500 ms",
             "-> GSP_SET_SYSTEM_INFO seq 0",
             "notices from GSP-RM:\n  MmuFaultQueued",
+            "GSP-RM's last log lines:\n  LOGRM: channel 1 stopped: Xid 31",
         ] {
             assert!(text.contains(line), "`{line}` missing from:\n{text}");
         }

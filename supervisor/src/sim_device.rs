@@ -73,3 +73,17 @@ impl Opener for SimOpener {
         self.inner.end_session()
     }
 }
+
+/// The simulated GSP-RM's log metadata, as the gsp actor's log reader
+/// looks it up: the sim writes records its own table describes.
+pub fn log_metadata() -> macuda_gsp::bare::SharedLogMetadata {
+    Arc::new(|pointer: u64| {
+        macuda_sim::gsp_rm::logs::metadata(pointer).map(|m| macuda_gsp::bare::LogFormat {
+            file: m.file.to_string(),
+            line: m.line,
+            format: m.format.to_string(),
+            argument_count: m.argument_count,
+            print_level: m.print_level,
+        })
+    })
+}

@@ -126,3 +126,43 @@ fn over_tcp_the_demo_runs_twice_the_second_time_on_resident_firmware() {
     assert!(second.contains("firmware resident"), "{second}");
     assert!(!second.contains("firmware not resident"), "{second}");
 }
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_failure_on_a_card_we_boot_reports_gsp_rms_last_messages_and_log_lines() {
+    let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let reports = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(macuda()
+        .env("MACUDA_REPORT_DIR", reports.path())
+        .args([
+            "--device",
+            "sim",
+            "demo",
+            "--inject",
+            "submit.synchronize:error:1",
+        ])
+        .arg("--firmware")
+        .arg(dir));
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    let report = std::fs::read_dir(reports.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("failure"))
+        .expect("a failure report");
+    let (code, text, err) = run(macuda().arg("report").arg(&report));
+    assert_eq!(code, 0, "{err}");
+    for expected in [
+        "last messages (oldest first):",
+        "-> SET_PAGE_DIRECTORY",
+        "GSP-RM's last log lines:",
+        // Decoded: the simulated GSP-RM's records are described by its
+        // own metadata table.
+        "LOGINIT: GSP_INIT_DONE",
+        "LOGRM: took function",
+    ] {
+        assert!(
+            text.contains(expected),
+            "`{expected}` missing from:\n{text}"
+        );
+    }
+}

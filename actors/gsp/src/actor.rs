@@ -35,6 +35,10 @@ pub enum RmChoice {
     Firmware {
         firmware: SearchPath,
         tables: TablesFactory,
+        /// Where the RM keeps what crash reports say of GSP-RM.
+        journal: crate::bare::SharedJournal,
+        /// How GSP-RM's log records are decoded, where that is known.
+        log_metadata: Option<crate::bare::SharedLogMetadata>,
     },
 }
 
@@ -159,8 +163,14 @@ impl GspService for GspActor {
             RmChoice::Null => self.open_null(),
             RmChoice::Kernel { driver, index } => ModuleRm::open(Arc::clone(driver), *index)
                 .map(|(rm, info)| (Box::new(rm) as Box<dyn Rm>, info)),
-            RmChoice::Firmware { firmware, tables } => {
-                FirmwareRm::open(self.pci.clone(), firmware, tables)
+            RmChoice::Firmware {
+                firmware,
+                tables,
+                journal,
+                log_metadata,
+            } => {
+                let journaling = (journal.clone(), log_metadata.clone());
+                FirmwareRm::open(self.pci.clone(), firmware, tables, journaling)
                     .map(|(rm, info)| (Box::new(rm) as Box<dyn Rm>, info))
             }
         };

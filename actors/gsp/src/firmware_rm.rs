@@ -18,6 +18,7 @@ use crate::bare::{
     alloc_client_objects, boot_through_fsp, set_page_directory, BootPatience, GspRpc, Notice,
     OverActor, RmAlloc, RpcError, TablesOwner, USER_OBJECTS,
 };
+use crate::bare::{LogReader, SharedJournal, SharedLogMetadata};
 use crate::error::GspError;
 use crate::fault::ChannelFault;
 use crate::firmware::{FirmwareSet, Progress, SearchPath};
@@ -92,6 +93,9 @@ pub(crate) struct FirmwareRm {
     objects: Vec<RmObject>,
     next_handle: u32,
     channels: Option<FirmwareChannels>,
+    /// GSP-RM's log buffers, and what crash reports will say of it.
+    logs: LogReader,
+    journal: SharedJournal,
 }
 
 impl FirmwareRm {
@@ -102,6 +106,7 @@ impl FirmwareRm {
         pci: PciHandle,
         search: &SearchPath,
         tables: &TablesFactory,
+        (journal, log_metadata): (SharedJournal, Option<SharedLogMetadata>),
     ) -> Result<(FirmwareRm, DeviceInfo), GspError> {
         let identity = pci.identify().map_err(GspError::Pci)?;
         let (_, chip) =
@@ -129,6 +134,7 @@ impl FirmwareRm {
             vram_ceiling: booted.vram_ceiling,
         };
         let mut tables = tables(&card).map_err(|why| GspError::CardMemory { why })?;
+        let logs = LogReader::new(&booted.staged, log_metadata);
         let mut rpc = booted.rpc;
         let classes = GoldenClasses::for_chip(booted.chip);
         let bus = &mut OverActor(&pci);
@@ -179,7 +185,7 @@ impl FirmwareRm {
                 ..NULL_COMPUTE
             },
         };
-        let rm = FirmwareRm {
+        let mut rm = FirmwareRm {
             pci,
             rpc,
             tables,
@@ -187,7 +193,10 @@ impl FirmwareRm {
             objects,
             next_handle: FIRST_CALLER_HANDLE,
             channels: None,
+            logs,
+            journal,
         };
+        rm.note();
         Ok((rm, info))
     }
 
@@ -240,6 +249,14 @@ impl FirmwareRm {
         Ok(ch)
     }
 
+    /// Bring the journal up to date: after every call that spoke to
+    /// GSP-RM (its log lines also go to `tracing`).
+    fn note(&mut self) {
+        self.journal
+            .lock()
+            .update(&self.rpc, &mut self.logs, &mut OverActor(&self.pci));
+    }
+
     /// Whether GSP-RM has said a channel of ours stopped.
     fn notified(&self, chans: &FirmwareChannels) -> bool {
         self.rpc.notices().any(|n| {
@@ -275,8 +292,16 @@ fn zero_params(class: u32) -> Vec<u8> {
 
 const RM_NAME: &str = "GSP-RM (bare metal)";
 
-impl Rm for FirmwareRm {
-    fn alloc(&mut self, parent: ObjectHandle, class: u32) -> Result<ObjectHandle, GspError> {
+/// The RM's calls, each followed by a journal update (in the trait's
+/// implementation below).
+impl FirmwareRm {
+    fn noting<T>(&mut self, call: impl FnOnce(&mut FirmwareRm) -> T) -> T {
+        let r = call(self);
+        self.note();
+        r
+    }
+
+    fn alloc_now(&mut self, parent: ObjectHandle, class: u32) -> Result<ObjectHandle, GspError> {
         let handle = self.next_handle;
         self.rpc
             .rm_alloc(
@@ -295,7 +320,7 @@ impl Rm for FirmwareRm {
         Ok(ObjectHandle(handle))
     }
 
-    fn free(&mut self, handle: ObjectHandle) -> Result<u32, GspError> {
+    fn free_now(&mut self, handle: ObjectHandle) -> Result<u32, GspError> {
         let parent = self
             .objects
             .iter()
@@ -329,44 +354,7 @@ impl Rm for FirmwareRm {
         Ok(gone.len() as u32)
     }
 
-    fn objects(&self) -> Vec<RmObject> {
-        self.objects.clone()
-    }
-
-    fn alloc_video(&mut self, _bytes: u64, _va: u64) -> Result<VideoAlloc, GspError> {
-        Err(GspError::NotOnThisRm {
-            rm: RM_NAME,
-            what: "video memory of its own (the memory actor's tables hold it)",
-        })
-    }
-
-    fn alloc_pinned(&mut self, _bytes: u64, _va: u64) -> Result<PinnedAlloc, GspError> {
-        Err(GspError::NotOnThisRm {
-            rm: RM_NAME,
-            what: "pinned host memory of its own (the memory actor maps it)",
-        })
-    }
-
-    fn map_cpu(&mut self, _handle: ObjectHandle, _bytes: u64) -> Result<CpuView, GspError> {
-        Err(GspError::NotOnThisRm {
-            rm: RM_NAME,
-            what: "CPU mappings of memory objects",
-        })
-    }
-
-    fn free_memory(
-        &mut self,
-        _handle: ObjectHandle,
-        _va: u64,
-        _bytes: u64,
-    ) -> Result<(), GspError> {
-        Err(GspError::NotOnThisRm {
-            rm: RM_NAME,
-            what: "memory objects to free",
-        })
-    }
-
-    fn create_channels(&mut self, setup: ChannelSetup) -> Result<Channels, GspError> {
+    fn create_channels_now(&mut self, setup: ChannelSetup) -> Result<Channels, GspError> {
         if self.channels.is_some() {
             return Err(GspError::ChannelsExist);
         }
@@ -425,12 +413,12 @@ impl Rm for FirmwareRm {
         Ok(channels)
     }
 
-    fn destroy_channels(&mut self) -> Result<(), GspError> {
+    fn destroy_channels_now(&mut self) -> Result<(), GspError> {
         let Some(gone) = self.channels.take() else {
             return Err(GspError::NoChannels);
         };
         for handle in [DEBUGGER, GROUP] {
-            self.free(ObjectHandle(handle))?;
+            self.free_now(ObjectHandle(handle))?;
         }
         // GSP-RM hands the channel ids out again: what it said of the old
         // channels must not be read as news of the fresh ones.
@@ -439,11 +427,7 @@ impl Rm for FirmwareRm {
         Ok(())
     }
 
-    fn doorbell(&self) -> Doorbell {
-        Doorbell::Pci(self.pci.clone())
-    }
-
-    fn channel_fault(&mut self, deep: bool) -> Result<Option<ChannelFault>, GspError> {
+    fn channel_fault_now(&mut self, deep: bool) -> Result<Option<ChannelFault>, GspError> {
         let Some(chans) = &self.channels else {
             return Ok(None);
         };
@@ -468,6 +452,69 @@ impl Rm for FirmwareRm {
             }
         }
         Ok(None)
+    }
+}
+
+impl Rm for FirmwareRm {
+    fn alloc(&mut self, parent: ObjectHandle, class: u32) -> Result<ObjectHandle, GspError> {
+        self.noting(|rm| rm.alloc_now(parent, class))
+    }
+
+    fn free(&mut self, handle: ObjectHandle) -> Result<u32, GspError> {
+        self.noting(|rm| rm.free_now(handle))
+    }
+
+    fn objects(&self) -> Vec<RmObject> {
+        self.objects.clone()
+    }
+
+    fn alloc_video(&mut self, _bytes: u64, _va: u64) -> Result<VideoAlloc, GspError> {
+        Err(GspError::NotOnThisRm {
+            rm: RM_NAME,
+            what: "video memory of its own (the memory actor's tables hold it)",
+        })
+    }
+
+    fn alloc_pinned(&mut self, _bytes: u64, _va: u64) -> Result<PinnedAlloc, GspError> {
+        Err(GspError::NotOnThisRm {
+            rm: RM_NAME,
+            what: "pinned host memory of its own (the memory actor maps it)",
+        })
+    }
+
+    fn map_cpu(&mut self, _handle: ObjectHandle, _bytes: u64) -> Result<CpuView, GspError> {
+        Err(GspError::NotOnThisRm {
+            rm: RM_NAME,
+            what: "CPU mappings of memory objects",
+        })
+    }
+
+    fn free_memory(
+        &mut self,
+        _handle: ObjectHandle,
+        _va: u64,
+        _bytes: u64,
+    ) -> Result<(), GspError> {
+        Err(GspError::NotOnThisRm {
+            rm: RM_NAME,
+            what: "memory objects to free",
+        })
+    }
+
+    fn create_channels(&mut self, setup: ChannelSetup) -> Result<Channels, GspError> {
+        self.noting(|rm| rm.create_channels_now(setup))
+    }
+
+    fn destroy_channels(&mut self) -> Result<(), GspError> {
+        self.noting(FirmwareRm::destroy_channels_now)
+    }
+
+    fn doorbell(&self) -> Doorbell {
+        Doorbell::Pci(self.pci.clone())
+    }
+
+    fn channel_fault(&mut self, deep: bool) -> Result<Option<ChannelFault>, GspError> {
+        self.noting(|rm| rm.channel_fault_now(deep))
     }
 
     fn teardown(&self) -> Option<RmTeardown> {

@@ -59,6 +59,32 @@ pub enum LogError {
 /// # Errors
 /// A buffer of the wrong shape, or a metadata pointer not found.
 pub fn decode(buffer: &[u8], metadata: &dyn LogMetadata) -> Result<Vec<LogRecord>, LogError> {
+    decode_since(buffer, metadata, 0).map(|(records, _)| records)
+}
+
+/// The put pointer of `buffer`: how many words were ever written.
+///
+/// # Errors
+/// A buffer too small to hold it.
+pub fn put_of(buffer: &[u8]) -> Result<u64, LogError> {
+    let word = buffer
+        .get(lb::PUT..lb::PUT + lb::WORD_BYTES)
+        .ok_or(LogError::Shape { len: buffer.len() })?;
+    let mut w = [0u8; lb::WORD_BYTES];
+    w.copy_from_slice(word);
+    Ok(u64::from_le_bytes(w))
+}
+
+/// As [`decode`], only the records written after the put pointer was
+/// `since` (what a reader saw last time), and the put pointer now.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_since(
+    buffer: &[u8],
+    metadata: &dyn LogMetadata,
+    since: u64,
+) -> Result<(Vec<LogRecord>, u64), LogError> {
     let shape = || LogError::Shape { len: buffer.len() };
     if !buffer.len().is_multiple_of(lb::WORD_BYTES) {
         return Err(shape());
@@ -77,7 +103,7 @@ pub fn decode(buffer: &[u8], metadata: &dyn LogMetadata) -> Result<Vec<LogRecord
     let mut put_bytes = [0u8; lb::WORD_BYTES];
     put_bytes.copy_from_slice(&buffer[lb::PUT..lb::PUT + lb::WORD_BYTES]);
     let put = u64::from_le_bytes(put_bytes);
-    let oldest = put.saturating_sub(ring);
+    let oldest = put.saturating_sub(ring).max(since.min(put));
     let mut records = Vec::new();
     let mut at = put;
     // `at` never falls below `oldest`, so `at - oldest` is the words left.
@@ -103,7 +129,7 @@ pub fn decode(buffer: &[u8], metadata: &dyn LogMetadata) -> Result<Vec<LogRecord
         at = first;
     }
     records.reverse();
-    Ok(records)
+    Ok((records, put))
 }
 
 /// The last `n` records, for a crash report.
@@ -299,6 +325,21 @@ mod tests {
         assert_eq!(r[2].render(), "channel 3 stopped: Xid 31");
         let tail = last(&b, &table, 1).unwrap();
         assert_eq!(tail[0].args, [3, 31]);
+    }
+
+    #[test]
+    fn a_reader_gets_only_what_was_written_since_it_last_looked() {
+        let first = [(BASE, &[0x49u64, 1][..], 10)];
+        let b = buffer(64, &first);
+        let (r, put) = decode_since(&b, &table, 0).unwrap();
+        assert_eq!((r.len(), put), (1, 4));
+        let b = buffer(64, &[first[0], (BASE + 0x80, &[3, 31], 30)]);
+        let (r, put) = decode_since(&b, &table, 4).unwrap();
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0].render(), "channel 3 stopped: Xid 31");
+        assert_eq!(put_of(&b).unwrap(), put);
+        // Nothing new: nothing read.
+        assert!(decode_since(&b, &table, put).unwrap().0.is_empty());
     }
 
     #[test]

@@ -29,7 +29,9 @@
 //! hands GSP-RM the root of our page tables; `device_info` and
 //! `reserved_pdes` are the golden context's first controls; `channels`
 //! makes channel groups and channels over memory the driver placed,
-//! `debugger` reads what RM kept of a fault, and `golden` builds the golden context and promotes context buffers.
+//! `debugger` reads what RM kept of a fault, `golden` builds the golden
+//! context and promotes context buffers, and `journal` keeps the last
+//! messages, notices and log lines for crash reports.
 
 pub mod boot;
 pub mod boot_params;
@@ -48,6 +50,7 @@ pub mod fsp_channel;
 pub mod golden;
 pub mod hold_back;
 pub mod init_messages;
+pub mod journal;
 pub mod libos;
 pub mod logs;
 pub mod poll;
@@ -70,6 +73,7 @@ pub use error::BareError;
 pub use fsp_boot::{boot_through_fsp, BootError, BootFailed, BootPatience, BootStep, BootedGsp};
 pub use fsp_channel::FspChannel;
 pub use init_messages::{packed_registry, InitMessageError, PciAddress, SystemInfo};
+pub use journal::{GspJournal, LogReader, SharedJournal, SharedLogMetadata};
 pub use libos::{LibosArgs, LibosRegion};
 pub use logs::{LogError, LogFormat, LogMetadata, LogRecord};
 pub use queue::{encode_record, Message, Patience, RpcQueue};
