@@ -1,7 +1,8 @@
+use crate::card_tables::TablesFactory;
 use crate::error::GspError;
 use crate::fault::ChannelFault;
 use crate::firmware::SearchPath;
-use crate::firmware_rm::{FirmwareRm, TablesFactory};
+use crate::firmware_rm::FirmwareRm;
 use crate::handle::ObjectHandle;
 use crate::info::{DeviceInfo, MemoryOwner, RmBackend, NULL_COMPUTE};
 use crate::kernel::{RmDriver, RmTeardown};

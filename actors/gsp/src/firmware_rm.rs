@@ -12,13 +12,14 @@ use crate::bare::channels::{
 };
 use crate::bare::debugger::{alloc_debugger, diagnose};
 use crate::bare::early;
-use crate::bare::golden::{build_golden_context, ContextMemory, GoldenClasses, GOLDEN_HANDLES};
+use crate::bare::golden::{build_golden_context, GoldenClasses, GOLDEN_HANDLES};
 use crate::bare::reserved_pdes::WINDOW_BYTES;
 use crate::bare::{
     alloc_client_objects, boot_through_fsp, set_page_directory, BootPatience, GspRpc, Notice,
     OverActor, RmAlloc, RpcError, TablesOwner, USER_OBJECTS,
 };
 use crate::bare::{LogReader, SharedJournal, SharedLogMetadata};
+use crate::card_tables::{BootedCard, CardTables, TablesFactory};
 use crate::error::GspError;
 use crate::fault::ChannelFault;
 use crate::firmware::{FirmwareSet, Progress, SearchPath};
@@ -37,34 +38,6 @@ use macuda_hw::page;
 use macuda_hw::pci::FB_BAR_INDEX;
 use macuda_hw::push::USERD_BYTES;
 use macuda_pci::PciHandle;
-use std::sync::Arc;
-
-/// Our memory on the card as this RM needs it: what the golden context
-/// takes ([`ContextMemory`]), the root GSP-RM is told, and where a VA of
-/// ours lies in video memory (a channel's USERD).
-pub trait CardTables: ContextMemory + Send {
-    /// The root of our page tables.
-    fn root(&self) -> u64;
-    /// The physical address of video memory mapped at `va`, if ours.
-    fn phys_of(&self, va: u64) -> Option<u64>;
-    /// Video memory the tables can still hand out to the user, in bytes.
-    fn capacity(&self) -> u64;
-}
-
-/// What the card is once GSP-RM runs: what its memory is laid out by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BootedCard {
-    /// The CPU's window onto video memory (BAR1).
-    pub bar1_bytes: u64,
-    pub vram_bytes: u64,
-    /// The top of what we may hand out, under the firmware's hold-back.
-    pub vram_ceiling: u64,
-}
-
-/// Makes our memory for a booted card (the supervisor's, over the memory
-/// actor's tables); the words say why it could not.
-pub type TablesFactory =
-    Arc<dyn Fn(&BootedCard) -> Result<Box<dyn CardTables>, String> + Send + Sync>;
 
 /// The user client's channel objects: a group with one subcontext, the
 /// compute and copy channels with their engines, and the debugger.

@@ -12,6 +12,7 @@
 
 mod actor;
 pub mod bare;
+mod card_tables;
 mod error;
 mod fault;
 pub mod firmware;
@@ -28,9 +29,9 @@ pub mod sequencer;
 mod view;
 
 pub use actor::{spawn, GspHandle, GspRequest, GspService, GspStats, RmChoice};
+pub use card_tables::{BootedCard, CardTables, TablesFactory};
 pub use error::GspError;
 pub use fault::{ChannelFault, MmuFault, SmError};
-pub use firmware_rm::{BootedCard, CardTables, TablesFactory};
 pub use handle::ObjectHandle;
 pub use info::{
     ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, RmMemoryRules, NULL_COMPUTE,

@@ -1,4 +1,12 @@
+//! The memory actor: its requests, what it keeps of each allocation, and
+//! each request answered by the backing the device has (a range allocator
+//! of its own on the null card, RM on the kernel path, our tables on a
+//! card GSP-RM runs: `card_backing`).
+
+mod rm_video;
+
 use crate::bare_memory::Placement;
+use crate::buffers::{DeviceBuffer, DeviceWindow, HostBuffer, MemoryStats};
 use crate::card_backing::CardBacking;
 use crate::card_memory::SharedCardMemory;
 use crate::error::MemoryError;
@@ -7,8 +15,7 @@ use crate::range::RangeAllocator;
 use macuda_core::{actor_protocol, ActorConfig, ActorJoin};
 use macuda_gsp::{CpuView, GspHandle, MemoryOwner, ObjectHandle, RmMemoryRules};
 use macuda_hw::page;
-use macuda_pci::{DmaRegion, PciHandle};
-use serde::{Deserialize, Serialize};
+use macuda_pci::PciHandle;
 use std::collections::BTreeMap;
 
 /// Held back at the top of VRAM for the firmware's protected region (WPR2)
@@ -26,67 +33,6 @@ const VA_BYTES: u64 = 1 << 40;
 /// space. A read through it is an MMU fault, for tests that need one.
 pub const NEVER_MAPPED_VA: u64 = 0x1000_0000_0000;
 const _: () = assert!(NEVER_MAPPED_VA >= VA_BASE + VA_BYTES);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceBuffer {
-    /// The device pointer.
-    pub va: u64,
-    pub bytes: u64,
-    /// Where it lies in video memory, where we manage video memory
-    /// ourselves (0 where RM does).
-    pub vram_offset: u64,
-    /// The RM memory object behind it, where RM manages video memory.
-    pub rm_handle: Option<ObjectHandle>,
-}
-
-/// Host memory the GPU can reach.
-#[derive(Debug, Clone)]
-pub struct HostBuffer {
-    /// Its GPU address, where it is mapped into the GPU's address space.
-    pub va: Option<u64>,
-    pub bytes: u64,
-    /// The process's view of it, where the process has one directly.
-    pub view: Option<CpuView>,
-    /// The transport's DMA region, where the memory came from the transport.
-    pub dma: Option<DmaRegion>,
-}
-
-/// A CPU view of one whole allocation, handed out on purpose to the
-/// actor that streams into it (submit's command rings and semaphores).
-#[derive(Debug, Clone)]
-pub struct DeviceWindow {
-    /// GPU address of the view's first byte.
-    pub va: u64,
-    pub bytes: u64,
-    pub view: CpuView,
-}
-
-impl DeviceWindow {
-    /// The view's offset of `[va, va + len)`, if it lies inside.
-    pub fn offset_of(&self, va: u64, len: u64) -> Option<u64> {
-        let off = va.checked_sub(self.va)?;
-        (off.checked_add(len)? <= self.bytes).then_some(off)
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryStats {
-    pub vram_allocatable: u64,
-    pub vram_used: u64,
-    pub vram_peak: u64,
-    pub device_allocs: u64,
-    pub device_frees: u64,
-    pub host_allocs: u64,
-    pub host_frees: u64,
-    pub host_bytes: u64,
-    pub host_refused: u64,
-    /// CPU mappings made of device memory (on first CPU access).
-    pub cpu_views: u64,
-    /// Allocations served by memory freed before (`crate::freed`).
-    pub device_reuses: u64,
-    /// Freed video memory kept for reuse, in bytes.
-    pub vram_kept: u64,
-}
 
 actor_protocol! {
     /// The memory actor's handle.
@@ -208,89 +154,6 @@ impl MemoryActor {
                 Ok(view.clone())
             }
         }
-    }
-
-    /// Take VA for `bytes` rounded to `page`, and have RM put memory there
-    /// with `alloc(size, va)`; the VA goes back if RM refuses.
-    fn at_new_va<T>(
-        &mut self,
-        bytes: u64,
-        page: u64,
-        alloc: impl FnOnce(u64, u64) -> Result<T, macuda_gsp::GspError>,
-    ) -> Result<(u64, T), MemoryError> {
-        let size = bytes
-            .checked_next_multiple_of(page)
-            .ok_or(MemoryError::TooLarge { bytes })?;
-        let va = self
-            .va
-            .alloc(size, page)
-            .map_err(MemoryError::VirtualAddress)?;
-        match alloc(size, va) {
-            Ok(t) => Ok((va, t)),
-            Err(e) => {
-                let _ = self.va.free(va);
-                Err(MemoryError::Gsp(e))
-            }
-        }
-    }
-
-    /// Video memory from RM: a freed buffer of the rounded size where one
-    /// is kept, else a new allocation at new VA; one RM refuses is asked
-    /// again once everything kept is freed.
-    fn alloc_rm_video(
-        &mut self,
-        bytes: u64,
-        rules: RmMemoryRules,
-    ) -> Result<DeviceBuffer, MemoryError> {
-        let page = rules.video_page(bytes);
-        let size = bytes
-            .checked_next_multiple_of(page)
-            .ok_or(MemoryError::TooLarge { bytes })?;
-        let (va, handle, view) = match self.freed.take(size) {
-            Some(k) => {
-                self.stats.device_reuses += 1;
-                (k.va, k.handle, k.view)
-            }
-            None => {
-                let gsp = self.gsp.clone();
-                let fresh = |a: &mut Self| a.at_new_va(bytes, page, |n, va| gsp.alloc_video(n, va));
-                let (va, video) = match fresh(self) {
-                    Err(MemoryError::Gsp(_)) if self.freed.bytes() > 0 => {
-                        self.release_freed()?;
-                        fresh(self)?
-                    }
-                    r => r?,
-                };
-                (va, video.handle, None)
-            }
-        };
-        self.stats.vram_kept = self.freed.bytes();
-        self.live.insert(
-            va,
-            Allocation {
-                bytes: size,
-                kind: Kind::RmVideo { handle, view },
-            },
-        );
-        self.note_device_alloc(size);
-        Ok(DeviceBuffer {
-            va,
-            bytes,
-            vram_offset: 0,
-            rm_handle: Some(handle),
-        })
-    }
-
-    /// Free everything kept for reuse, back to RM, and its VA.
-    fn release_freed(&mut self) -> Result<(), MemoryError> {
-        for (size, k) in self.freed.drain() {
-            self.gsp
-                .free_memory(k.handle, k.va, size)
-                .map_err(MemoryError::Gsp)?;
-            self.va.free(k.va).map_err(MemoryError::VirtualAddress)?;
-        }
-        self.stats.vram_kept = 0;
-        Ok(())
     }
 
     /// Video memory from our tables on a card GSP-RM runs.

@@ -16,6 +16,7 @@
 mod actor;
 mod allocation;
 mod bare_memory;
+mod buffers;
 mod card_backing;
 mod card_memory;
 mod error;
@@ -31,12 +32,10 @@ mod tlb_invalidate;
 mod va_tlsf;
 mod vram_segregated;
 
-pub use actor::{
-    spawn, DeviceBuffer, DeviceWindow, HostBuffer, MemoryHandle, MemoryRequest, MemoryService,
-    MemoryStats, NEVER_MAPPED_VA,
-};
+pub use actor::{spawn, MemoryHandle, MemoryRequest, MemoryService, NEVER_MAPPED_VA};
 pub use allocation::{AllocError, FreeSpace};
 pub use bare_memory::{BareLayout, BareMemory, BareMemoryError, Piece, Placement};
+pub use buffers::{DeviceBuffer, DeviceWindow, HostBuffer, MemoryStats};
 pub use card_memory::{card_tables, CardMemory, CardSlot, PciPort, SharedCardMemory};
 pub use error::MemoryError;
 pub use freed::{KEEP_BYTES, KEEP_LARGEST};
