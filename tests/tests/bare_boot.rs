@@ -45,7 +45,7 @@ fn world(card: Card, socket: Socket) -> (Server<Card>, tempfile::TempDir, TinyGp
         Socket::Tcp => Listen::Tcp(0),
     };
     let server = Server::start(&listen, card).unwrap();
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+    let mut t = TinyGpuOpener::new(server.endpoint(), macuda_pci::TRANSPORT_TIMEOUT)
         .connect()
         .unwrap();
     enable_bus_master(&mut t).unwrap();

@@ -23,7 +23,7 @@ fn the_device_info_table_names_graphics_and_copy_runlists() {
         Card::new(card_trusting_the_test_key()),
     )
     .unwrap();
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+    let mut t = TinyGpuOpener::new(server.endpoint(), macuda_pci::TRANSPORT_TIMEOUT)
         .connect()
         .unwrap();
     enable_bus_master(&mut t).unwrap();

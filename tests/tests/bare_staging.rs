@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 fn world(card: Card) -> (Server<Card>, tempfile::TempDir, TinyGpuTransport) {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&Listen::Unix(dir.path().join("s.sock")), card).unwrap();
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+    let mut t = TinyGpuOpener::new(server.endpoint(), macuda_pci::TRANSPORT_TIMEOUT)
         .connect()
         .unwrap();
     std::thread::sleep(Duration::from_millis(5));

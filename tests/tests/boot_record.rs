@@ -61,7 +61,7 @@ fn the_record_of_our_boot_is_what_was_staged() {
     )
     .unwrap();
     assert!(server.device().boot_record().is_none());
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+    let mut t = TinyGpuOpener::new(server.endpoint(), macuda_pci::TRANSPORT_TIMEOUT)
         .connect()
         .unwrap();
     std::thread::sleep(Duration::from_millis(5));

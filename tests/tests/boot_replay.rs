@@ -49,7 +49,7 @@ fn world() -> (Server<Card>, tempfile::TempDir, TinyGpuTransport) {
     let dir = tempfile::tempdir().unwrap();
     let listen = Listen::Unix(dir.path().join("s.sock"));
     let server = Server::start(&listen, Card::new(card_trusting_the_test_key())).unwrap();
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+    let mut t = TinyGpuOpener::new(server.endpoint(), macuda_pci::TRANSPORT_TIMEOUT)
         .connect()
         .unwrap();
     enable_bus_master(&mut t).unwrap();
@@ -563,7 +563,7 @@ fn a_boot_with_nvidias_images_records_small_and_replays() {
     };
     let sock = tempfile::tempdir().unwrap();
     let server = Server::start(&Listen::Unix(sock.path().join("s.sock")), Card::new(chip)).unwrap();
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+    let mut t = TinyGpuOpener::new(server.endpoint(), macuda_pci::TRANSPORT_TIMEOUT)
         .connect()
         .unwrap();
     enable_bus_master(&mut t).unwrap();

@@ -206,7 +206,7 @@ fn nvidias_gb202_fmc_passes_the_simulated_fsp_with_the_key_a_gb202_trusts() {
         ..SimChip::gb202()
     };
     let server = Server::start(&Listen::Unix(dir.path().join("s.sock")), Card::new(chip)).unwrap();
-    let mut t = TinyGpuOpener::new(server.endpoint(), Duration::from_secs(2))
+    let mut t = TinyGpuOpener::new(server.endpoint(), macuda_pci::TRANSPORT_TIMEOUT)
         .connect()
         .unwrap();
     std::thread::sleep(Duration::from_millis(5));
