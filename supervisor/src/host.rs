@@ -259,6 +259,22 @@ fn rm_built(spec: &DeviceSpec) -> bool {
     )
 }
 
+/// Where NVIDIA's images for the simulated card (a GB202) are, if all
+/// three are found: with no GPU present, `auto` picks that card, so the
+/// demo runs the whole bare-metal stack. Only found here; the boot checks
+/// their pins. (The CUDA runtime never picks it by itself: a program's
+/// kernels would not run.)
+fn sim_images(config: &HostConfig) -> Option<PathBuf> {
+    use macuda_gsp::firmware::{pin, FirmwareChip, ImageKind, SearchPath};
+    let search = SearchPath::new(config.firmware.clone());
+    let mut found = None;
+    for kind in [ImageKind::Fmc, ImageKind::Bootloader, ImageKind::GspRm] {
+        let located = search.locate(pin(FirmwareChip::Gb202, kind)).ok()?;
+        found = located.path.parent().map(PathBuf::from);
+    }
+    found
+}
+
 /// How the gsp actor will reach its RM, decided before the pci actor
 /// exists: a card we boot needs the pci actor's handle for its memory.
 enum RmPlan {
@@ -340,6 +356,15 @@ impl Host {
     /// failures (after recovery ran; the error names the report).
     pub fn start(config: HostConfig) -> Result<Host, HostError> {
         let (mut spec, mut notes) = config.device.clone().resolve();
+        if config.device == DeviceSpec::Auto && spec == DeviceSpec::Null {
+            if let Some(dir) = sim_images(&config) {
+                notes.push(format!(
+                    "auto: no GPU here; using the simulated GB202, booted with NVIDIA's images from {}",
+                    dir.display()
+                ));
+                spec = DeviceSpec::Sim { chip: None };
+            }
+        }
         if !rm_built(&spec) {
             if config.device != DeviceSpec::Auto {
                 return Err(HostError::RmNotBuilt {

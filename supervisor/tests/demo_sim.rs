@@ -166,3 +166,23 @@ fn a_failure_on_a_card_we_boot_reports_gsp_rms_last_messages_and_log_lines() {
         );
     }
 }
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn auto_runs_the_demo_on_the_simulated_card_when_the_images_are_found_and_no_gpu_is() {
+    let dir = std::env::var_os("MACUDA_FIRMWARE").expect("MACUDA_FIRMWARE names the images");
+    let (code, out, err) = run(macuda().env("MACUDA_FIRMWARE", dir).arg("demo"));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        // A GPU is present: auto picks it, images or not.
+        assert!(out.contains("device kernel"), "{out}");
+        assert!(!out.contains("using the simulated GB202"), "{out}");
+        return;
+    }
+    assert!(
+        out.contains("note: auto: no GPU here; using the simulated GB202"),
+        "{out}"
+    );
+    assert!(out.contains("device sim via a simulated GB202"), "{out}");
+    assert!(out.contains("results: 2048 of 2048"), "{out}");
+}
