@@ -6,7 +6,9 @@
 //! read over RPC (the debugger: SM error states first, MMU fault info as
 //! flagged), stays up, and runs again on fresh channels. A corrupted
 //! reply from GSP-RM takes the stack down through recovery (report, bus
-//! mastering off); engines that stop are a bounded typed error.
+//! mastering off); engines that stop are a bounded typed error; a card
+//! off the bus (all ones) is never taken for work done; a dropped
+//! doorbell is rung again; an address the card faults on is named.
 //! vector_add's results are the sim's model's (it executes no GPU code).
 
 use macuda_loader::FunctionInfo;
@@ -233,4 +235,99 @@ fn engines_that_stop_are_a_bounded_typed_error_not_a_hang() {
         matches!(err, HostError::Submit(SubmitError::Stuck { .. })),
         "{err:?}"
     );
+    // The command streams are in an unknown state: recovery runs.
+    let outcome = recovered(&host);
+    assert!(outcome.steps.iter().all(|s| s.ok), "{:?}", outcome.steps);
+    assert!(!server.device().bus_master(), "bus mastering left on");
+}
+
+/// Wait for the recovery the monitor runs on its own thread.
+fn recovered(host: &Host) -> std::sync::Arc<macuda_supervisor::RecoveryOutcome> {
+    let waited = std::time::Instant::now();
+    loop {
+        if let Some(o) = host.outcome() {
+            return o;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(30), "no recovery");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_card_that_falls_off_the_bus_is_a_typed_error_and_recovery_runs() {
+    let (host, server, _dir) = sim();
+    let k = vector_add(&host);
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let out = host.call(|s| s.memory.alloc_visible(4096)).unwrap();
+    server
+        .device()
+        .inject(macuda_sim::faults::DeviceFault::OffTheBus);
+    launch(&host, &k, stream, [out.va, out.va, out.va], 256);
+    let err = host
+        .call(|s| s.submit.synchronize(stream))
+        .expect_err("a card off the bus runs nothing");
+    // Its timeline reads all ones: never taken for work done.
+    let HostError::Submit(SubmitError::ImpossibleTimeline { read, .. }) = err else {
+        panic!("not the card gone: {err:?}");
+    };
+    assert_eq!(read, u64::MAX);
+    let outcome = recovered(&host);
+    assert!(outcome.report.is_ok(), "{:?}", outcome.report);
+    // Recovery ran every step and says which it could not do: a card off
+    // the bus takes no command register write.
+    let clear = &outcome.steps[0];
+    assert!(
+        clear.action.contains("clear bus mastering"),
+        "{:?}",
+        outcome.steps
+    );
+    assert!(!clear.ok && clear.detail.contains("0xffff"), "{clear:?}");
+    assert!(
+        outcome.steps[1..].iter().all(|s| s.ok),
+        "{:?}",
+        outcome.steps
+    );
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn an_address_the_card_faults_on_is_a_typed_mmu_fault_naming_it() {
+    let (host, server, _dir) = sim();
+    let k = vector_add(&host);
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    let [a, c] = [0, 1].map(|_| host.call(|s| s.memory.alloc_visible(4096)).unwrap());
+    server
+        .device()
+        .inject(macuda_sim::faults::DeviceFault::FaultAddress { va: c.va });
+    launch(&host, &k, stream, [a.va, a.va, c.va], 256);
+    let err = host
+        .call(|s| s.submit.synchronize(stream))
+        .expect_err("the write to c faults");
+    let HostError::Submit(SubmitError::ChannelFault(f)) = err else {
+        panic!("not a channel fault: {err:?}");
+    };
+    assert!(f.mmu_fault, "{f}");
+    assert!(
+        f.mmu_faults.iter().any(|m| m.address >> 12 == c.va >> 12),
+        "{f:?}"
+    );
+    assert!(
+        host.outcome().is_none(),
+        "a channel fault leaves the stack up"
+    );
+}
+
+#[test]
+#[ignore = "needs MACUDA_FIRMWARE=DIR with NVIDIA's 570.144 images (tests/sim/firmware.sh fetches them)"]
+fn a_dropped_doorbell_is_rung_again_and_the_work_completes() {
+    let (host, server, _dir) = sim();
+    let k = vector_add(&host);
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    server
+        .device()
+        .inject(macuda_sim::faults::DeviceFault::DropDoorbell { nth: 1 });
+    runs_right(&host, &k, stream, 4096);
+    let stats = host.call(|s| s.submit.stats()).unwrap();
+    assert!(stats.doorbells_rerung >= 1, "{stats:?}");
 }

@@ -71,6 +71,12 @@ pub enum SubmitError {
     MirrorUnmapped { bus: u64 },
     #[error("internal invariant broken: {reason}")]
     Invariant { reason: &'static str },
+    #[error("the {queue} queue's timeline reads {read:#x}, past the {issued} values handed out: the card is not answering (off the bus, every read is all ones)")]
+    ImpossibleTimeline {
+        queue: &'static str,
+        read: u64,
+        issued: u64,
+    },
     #[error("launch lane")]
     Lane(#[from] LaneError),
     #[error("could not start the submit actor thread")]
@@ -125,6 +131,7 @@ impl ActorFault for SubmitError {
             SubmitError::ComputeInsideChainFlush { .. }
             | SubmitError::Invariant { .. }
             | SubmitError::Stuck { .. }
+            | SubmitError::ImpossibleTimeline { .. }
             | SubmitError::Arena(_)
             | SubmitError::Ring(_)
             | SubmitError::NoLaunchFormat { .. }

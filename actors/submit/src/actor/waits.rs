@@ -6,7 +6,7 @@ use crate::error::{QueueMarks, SubmitError};
 use crate::queue::{Queue, QueueKind};
 use macuda_gsp::{ChannelFault, Doorbell, GspHandle};
 use macuda_hw::push::{USERD_GP_GET, USERD_GP_PUT};
-use macuda_memory::DeviceWindow;
+use macuda_memory::{DeviceWindow, MemoryHandle};
 use std::time::Duration;
 use std::time::Instant;
 
@@ -50,9 +50,21 @@ impl SubmitActor {
     ) -> Result<u64, SubmitError> {
         let patience = self.config.sync_timeout;
         let (q, mut still) = self.queue_and_watch(kind);
+        let issued = q.issued;
         let mut r = q.timeline.wait(q.name, value, patience, |deep, for_| {
             still.check(deep, for_)
         });
+        // A timeline never passes what was handed out: a card that answers
+        // more is not answering (off the bus, every read is all ones).
+        if let Ok(read) = r {
+            if read > issued {
+                r = Err(SubmitError::ImpossibleTimeline {
+                    queue: q.name,
+                    read,
+                    issued,
+                });
+            }
+        }
         let rerung = still.rerung;
         self.note_rerung(rerung);
         if let Err(SubmitError::Stuck { queues, .. }) = &mut r {
@@ -77,7 +89,7 @@ impl SubmitActor {
     }
 
     fn ring_pointers(&self, kind: QueueKind) -> Option<(u32, u32)> {
-        ring_pointers(&self.windows, self.queue(kind).userd)
+        ring_pointers(&self.windows, Some(&self.memory), self.queue(kind).userd)
     }
 
     /// One queue beside what a wait on it watches while it stands still:
@@ -96,6 +108,7 @@ impl SubmitActor {
             fault,
             doorbell,
             windows,
+            memory,
             ..
         } = self;
         let q = match kind {
@@ -107,6 +120,7 @@ impl SubmitActor {
             fault,
             doorbell,
             windows,
+            memory,
             channels,
             last_ring: None,
             rerung: 0,
@@ -154,8 +168,10 @@ pub(super) struct StandingStill<'a> {
     gsp: &'a GspHandle,
     fault: &'a mut Option<Box<ChannelFault>>,
     doorbell: &'a Doorbell,
-    /// The CPU's views of video memory, where USERD is read.
+    /// The CPU's views of video memory, where USERD is read; else the
+    /// memory actor reads it (through the transport, on a card we boot).
     windows: &'a [DeviceWindow],
+    memory: &'a MemoryHandle,
     /// Each channel's USERD address and doorbell token.
     channels: [(u64, u32); 2],
     last_ring: Option<Instant>,
@@ -169,7 +185,7 @@ impl StandingStill<'_> {
         let due = self.last_ring.is_none_or(|t| t.elapsed() >= RERING_AFTER);
         if still >= RERING_AFTER && due {
             self.last_ring = Some(Instant::now());
-            for token in unfetched(self.windows, &self.channels) {
+            for token in unfetched(self.windows, Some(self.memory), &self.channels) {
                 self.doorbell.ring(token).map_err(SubmitError::from_gsp)?;
                 self.rerung += 1;
             }
@@ -178,26 +194,43 @@ impl StandingStill<'_> {
     }
 }
 
-/// A channel's GP_GET and GP_PUT as its USERD at `userd` holds them, where
-/// one of `windows` covers it (the two words are adjacent: one 8-byte
-/// read).
-fn ring_pointers(windows: &[DeviceWindow], userd: u64) -> Option<(u32, u32)> {
+/// A channel's GP_GET and GP_PUT as its USERD at `userd` holds them:
+/// through one of `windows` that covers it, else read by `memory` where
+/// given (the two words are adjacent: one 8-byte read).
+fn ring_pointers(
+    windows: &[DeviceWindow],
+    memory: Option<&MemoryHandle>,
+    userd: u64,
+) -> Option<(u32, u32)> {
     debug_assert_eq!(USERD_GP_PUT, USERD_GP_GET + 4);
     let at = userd + USERD_GP_GET;
-    let (w, off) = windows
+    let mapped = windows
         .iter()
-        .find_map(|w| w.offset_of(at, 8).map(|o| (w, o)))?;
-    let both = w.view.read_u64(off).ok()?;
+        .find_map(|w| w.offset_of(at, 8).map(|o| (w, o)));
+    let both = match mapped {
+        Some((w, off)) => w.view.read_u64(off).ok()?,
+        None => {
+            let bytes = memory?.read_device(at, 8).ok()?;
+            u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)
+        }
+    };
     // CAST: GP_GET is the low half, GP_PUT the high.
     Some((both as u32, (both >> 32) as u32))
 }
 
 /// The tokens of the channels whose USERD shows entries Host has not
-/// fetched (GP_GET short of GP_PUT); a USERD no window covers is left.
-fn unfetched(windows: &[DeviceWindow], channels: &[(u64, u32)]) -> Vec<u32> {
+/// fetched (GP_GET short of GP_PUT); a USERD that neither a window covers
+/// nor `memory` reads is left.
+fn unfetched(
+    windows: &[DeviceWindow],
+    memory: Option<&MemoryHandle>,
+    channels: &[(u64, u32)],
+) -> Vec<u32> {
     channels
         .iter()
-        .filter(|(userd, _)| ring_pointers(windows, *userd).is_some_and(|(get, put)| get != put))
+        .filter(|(userd, _)| {
+            ring_pointers(windows, memory, *userd).is_some_and(|(get, put)| get != put)
+        })
         .map(|(_, token)| *token)
         .collect()
 }
@@ -249,6 +282,6 @@ mod tests {
             // No window covers it: not read, not rung.
             (0x90_0000, 0xC),
         ];
-        assert_eq!(unfetched(&windows, &channels), vec![0xA]);
+        assert_eq!(unfetched(&windows, None, &channels), vec![0xA]);
     }
 }
