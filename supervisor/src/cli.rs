@@ -1,5 +1,5 @@
-//! The `macuda` command line: `demo`, `info`, `boot`, `report`, `inspect`,
-//! `bench`, `sim serve` and `firmware`.
+//! The `macuda` command line: `demo`, `info`, `boot`, `run`, `report`,
+//! `inspect`, `bench`, `sim serve` and `firmware`.
 
 use crate::host::{FaultBoard, Host, HostConfig, HostError, ACTORS};
 use crate::report::CrashReport;
@@ -19,6 +19,14 @@ pub mod status {
     pub const FAILED: i32 = 1;
     /// Bad arguments or a device that cannot be opened.
     pub const USAGE: i32 = 2;
+    /// `macuda run`: the step exited 0 but did not have the card to itself,
+    /// or left it mastering the bus.
+    pub const FLAGGED: i32 = 3;
+    /// `macuda run`: the step could not be started, as shells report it.
+    pub const NOT_STARTED: i32 = 127;
+    /// `macuda run`: a step killed by signal N ends the runner with this
+    /// plus N, as shells report it.
+    pub const SIGNALLED_BASE: i32 = 128;
     /// Interrupted (Ctrl-C), as shells report SIGINT.
     pub const INTERRUPTED: i32 = 130;
 }
@@ -90,6 +98,30 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Run one step on the card as its own process: a read-only
+    /// preflight, the card's lock (handed down to the step), the step, its
+    /// driver's startup line echoed, a step that died by signal or shared
+    /// the card flagged, the card left idle with firmware resident, the
+    /// lock released. Exits with the step's status.
+    Run {
+        /// A directory laid out as linux-firmware's nvidia/<chip>/gsp/,
+        /// passed to the step as MACUDA_FIRMWARE.
+        #[arg(long = "firmware", value_name = "DIR")]
+        firmware: Option<PathBuf>,
+        /// For tinygpu cards: the server to start when nothing answers on
+        /// the socket (`{socket}` is replaced by its path); a live one is
+        /// never replaced. Default: TinyGPU's app on a Mac, none elsewhere.
+        #[arg(long, value_name = "CMD")]
+        server: Option<String>,
+        /// The step: a command and its arguments (after `--`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<OsString>,
     },
     /// Benchmarks.
     Bench {
@@ -356,6 +388,29 @@ pub fn run(
             }
         }
         Command::Report { file, json } => report(&file, json, out, err),
+        Command::Run {
+            firmware,
+            server,
+            command,
+        } => {
+            if cli.record.is_some() {
+                let _ = writeln!(
+                    err,
+                    "error: --record traces this process's accesses; the step is another process (give it its own)"
+                );
+                return status::USAGE;
+            }
+            crate::run_cmd::run(
+                crate::run_cmd::RunArgs {
+                    device: cli.device,
+                    firmware,
+                    server,
+                    command,
+                },
+                out,
+                err,
+            )
+        }
         Command::Inspect { file, json } => inspect(&file, json, out, err),
         Command::Bench {
             what: BenchWhat::Launch { launches },

@@ -484,6 +484,7 @@ impl Host {
         };
         *host.sup.device_line.lock() = host.describe_device();
         tracing::info!("{}", host.device_line());
+        crate::run_log::announce(&host.device_line());
         Ok(host)
     }
 

@@ -21,6 +21,8 @@ mod layers;
 mod monitor;
 mod opener;
 pub mod report;
+mod run_cmd;
+pub mod run_log;
 mod sim_device;
 mod sim_serve;
 pub mod workload;

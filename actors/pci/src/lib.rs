@@ -24,9 +24,9 @@ pub use actor::{read_identity, spawn, PciHandle, PciIdentity, PciRequest, PciSer
 pub use capabilities::Capabilities;
 pub use error::PciError;
 pub use kernel_module::KernelModuleOpener;
-pub use lock::{default_lock_dir, CardLock, LOCK_DIR_VAR};
+pub use lock::{default_lock_dir, CardLock, HandedLock, HANDED_LOCK_VAR, LOCK_DIR_VAR};
 pub use null::{CardEvent, NullCard, NullOpener, NullProfile};
-pub use open::{open_transport, record_to};
+pub use open::{open_transport, open_transport_held, record_to};
 pub use spec::{default_tinygpu_socket, DeviceSpec, ParseDeviceError};
 pub use sysfs::{SysfsOpener, SYSFS_PCI_DEVICES};
 pub use trace::{
@@ -36,6 +36,7 @@ pub use trace::{
     MAX_TRACE_LINE_BYTES, MAX_TRACE_OPS, REPLAY_FINISH, TRACE_HEADER, TRACE_HEADER_V1,
 };
 pub use transport::{
-    clear_bus_master, enable_bus_master, enable_memory_space, reset_function, BarInfo,
-    BusMasterChange, DmaId, DmaRegion, DmaSegment, DmaView, Opener, Transport, TRANSPORT_TIMEOUT,
+    clear_bus_master, command_register, enable_bus_master, enable_memory_space, reset_function,
+    BarInfo, BusMasterChange, DmaId, DmaRegion, DmaSegment, DmaView, Opener, Transport,
+    TRANSPORT_TIMEOUT,
 };

@@ -7,25 +7,63 @@
 //! however it exits. The pid in the file is only a note; one left behind by
 //! a process that died without clearing it (SIGKILL, power loss in a
 //! container) is taken over and reported by [`CardLock::took_over_from`].
+//!
+//! `macuda run` holds a card for a whole step and runs the step as its own
+//! process, which opens the card again. The runner hands its lock down: the
+//! child inherits a descriptor of the same open lock file, named by
+//! [`HANDED_LOCK_VAR`], and a lock taken in the child finds the card held
+//! by that descriptor and adopts it instead of being refused.
 
 use crate::error::PciError;
 use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::fcntl::{Flock, FlockArg};
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::FileExt;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming the lock directory.
 pub const LOCK_DIR_VAR: &str = "MACUDA_LOCK_DIR";
 
+/// The environment variable through which a holder hands its lock down to
+/// a child process: the number of an inherited descriptor of the lock file.
+pub const HANDED_LOCK_VAR: &str = "MACUDA_CARD_LOCK_FD";
+
 /// Exclusive use of one card by this process, until dropped.
 #[derive(Debug)]
 pub struct CardLock {
-    file: Flock<File>,
+    hold: Hold,
     path: PathBuf,
     took_over_from: Option<u32>,
+}
+
+/// How this process holds the card.
+#[derive(Debug)]
+enum Hold {
+    /// Its own lock on the file; the pid in the file is ours.
+    Own(Flock<File>),
+    /// A parent's lock, through the inherited descriptor (its number); the
+    /// pid in the file stays the parent's, and so does the lock when this
+    /// one is dropped.
+    HandedDown(RawFd),
+}
+
+/// A descriptor of a held lock that a child process inherits (no
+/// close-on-exec), with the variable that names it to the child. Keep it
+/// until the child has started.
+#[derive(Debug)]
+pub struct HandedLock {
+    file: File,
+}
+
+impl HandedLock {
+    /// The environment entry that names the inherited descriptor.
+    pub fn env(&self) -> (&'static str, String) {
+        (HANDED_LOCK_VAR, self.file.as_raw_fd().to_string())
+    }
 }
 
 impl CardLock {
@@ -48,6 +86,13 @@ impl CardLock {
             let what = format!("{doing} the lock file {}", path.display());
             move |source| PciError::Os { what, source }
         };
+        if let Some(fd) = handed_down(std::env::var(HANDED_LOCK_VAR).ok(), &path) {
+            return Ok(CardLock {
+                hold: Hold::HandedDown(fd),
+                path,
+                took_over_from: None,
+            });
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -102,10 +147,49 @@ impl CardLock {
         file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)
             .map_err(os("writing this process's pid to"))?;
         Ok(CardLock {
-            file,
+            hold: Hold::Own(file),
             path,
             took_over_from,
         })
+    }
+
+    /// A descriptor of this lock for a child process to inherit, so that
+    /// the child's own [`CardLock::acquire`] of the same card adopts it.
+    ///
+    /// # Errors
+    /// `Os` when the descriptor cannot be duplicated or made inheritable.
+    pub fn hand_down(&self) -> Result<HandedLock, PciError> {
+        let os = |doing: &str| {
+            let what = format!("{doing} the lock file {}", self.path.display());
+            move |source| PciError::Os { what, source }
+        };
+        let file = match &self.hold {
+            Hold::Own(file) => file.try_clone().map_err(os("duplicating"))?,
+            // Hand on what was handed to us: a duplicate of the same open
+            // file keeps the same lock.
+            Hold::HandedDown(fd) => {
+                let dup = nix::unistd::dup(*fd).map_err(|e| os("duplicating")(e.into()))?;
+                // SAFETY: `dup` returned a new descriptor that nothing else owns.
+                unsafe { File::from_raw_fd(dup) }
+            }
+        };
+        // try_clone and the standard library set close-on-exec; the child
+        // must inherit this one.
+        fcntl(file.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::empty()))
+            .map_err(|e| os("making inheritable")(e.into()))?;
+        Ok(HandedLock { file })
+    }
+
+    /// Whether this process holds the card through a lock handed down by
+    /// a parent (`macuda run`) rather than its own.
+    pub fn is_handed_down(&self) -> bool {
+        matches!(self.hold, Hold::HandedDown(_))
+    }
+
+    /// Whether this is the lock [`CardLock::acquire`] takes for `card` in
+    /// `dir`.
+    pub fn is_for(&self, dir: &Path, card: &str) -> bool {
+        self.path == dir.join(lock_file_name(card))
     }
 
     /// The lock file.
@@ -123,10 +207,41 @@ impl CardLock {
 
 impl Drop for CardLock {
     fn drop(&mut self) {
+        // A handed-down lock stays the parent's, pid and all.
+        let Hold::Own(file) = &self.hold else { return };
         // Clear the pid while still holding the lock; the lock itself goes
         // with the file descriptor right after. The file stays.
-        if let Err(e) = self.file.set_len(0) {
+        if let Err(e) = file.set_len(0) {
             tracing::warn!(lock = %self.path.display(), error = %e, "could not clear the card lock file");
+        }
+    }
+}
+
+/// The inherited descriptor [`HANDED_LOCK_VAR`] names, if it is open on the
+/// lock file at `path` and holds its lock. Anything else (no variable, a
+/// number that is not a descriptor, another file, a descriptor whose lock
+/// is someone else's) is ignored, and the lock is taken as usual.
+fn handed_down(var: Option<String>, path: &Path) -> Option<RawFd> {
+    let fd: RawFd = var?.trim().parse().ok()?;
+    if fd < 0 {
+        return None;
+    }
+    let inherited = nix::sys::stat::fstat(fd).ok()?;
+    let on_disk = fs::metadata(path).ok()?;
+    // CAST: st_dev and st_ino are the platform's widths; metadata gives u64.
+    if inherited.st_dev as u64 != on_disk.dev() || inherited.st_ino as u64 != on_disk.ino() {
+        tracing::debug!(fd, lock = %path.display(), "{HANDED_LOCK_VAR} names another file; ignored");
+        return None;
+    }
+    // Locking an open file that already holds the lock succeeds and changes
+    // nothing; one whose lock another open file holds is refused. (Not
+    // through nix's Flock: its drop would unlock the parent's lock.)
+    #[allow(deprecated)]
+    match nix::fcntl::flock(fd, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(()) => Some(fd),
+        Err(e) => {
+            tracing::debug!(fd, lock = %path.display(), error = %e, "the handed-down descriptor does not hold the lock; ignored");
+            None
         }
     }
 }
@@ -286,6 +401,56 @@ mod tests {
         let fallback = std::env::temp_dir().join("macuda-locks");
         assert_eq!(lock_dir_from(None), fallback);
         assert_eq!(lock_dir_from(Some(OsString::new())), fallback);
+    }
+
+    #[test]
+    fn a_handed_down_descriptor_is_adopted_only_for_its_own_held_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = CardLock::acquire(dir.path(), "card").unwrap();
+        let handed = held.hand_down().unwrap();
+        let (name, fd) = handed.env();
+        assert_eq!(name, HANDED_LOCK_VAR);
+        // Inheritable: no close-on-exec.
+        let flags = fcntl(handed.file.as_raw_fd(), FcntlArg::F_GETFD).unwrap();
+        assert!(!FdFlag::from_bits_truncate(flags).contains(FdFlag::FD_CLOEXEC));
+        let path = held.path().to_path_buf();
+        assert_eq!(
+            handed_down(Some(fd.clone()), &path),
+            handed.file.as_raw_fd().into()
+        );
+        // Not for another card's lock file, nor for junk.
+        let other = CardLock::acquire(dir.path(), "other").unwrap();
+        assert_eq!(handed_down(Some(fd.clone()), other.path()), None);
+        for junk in ["", "x", "-1", "99999"] {
+            assert_eq!(handed_down(Some(junk.into()), &path), None, "{junk:?}");
+        }
+        // A descriptor of the same file whose lock is another open file's
+        // is refused.
+        let stranger = File::open(&path).unwrap();
+        assert_eq!(
+            handed_down(Some(stranger.as_raw_fd().to_string()), &path),
+            None
+        );
+        // The pid in the file stays the holder's, and a handed-down lock's
+        // drop leaves it and the lock alone.
+        let adopted = CardLock {
+            hold: Hold::HandedDown(handed.file.as_raw_fd()),
+            path: path.clone(),
+            took_over_from: None,
+        };
+        assert!(adopted.is_handed_down());
+        drop(adopted);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            format!("{}\n", own_pid())
+        );
+        assert!(matches!(
+            CardLock::acquire(dir.path(), "card"),
+            Err(PciError::CardBusy { .. })
+        ));
+        drop(handed);
+        drop(held);
+        CardLock::acquire(dir.path(), "card").unwrap();
     }
 
     #[test]

@@ -18,33 +18,70 @@ use std::sync::Arc;
 /// The opener for a resolved device choice.
 ///
 /// # Errors
-/// `NotBuilt` for transports whose issue has not landed.
+/// `NotBuilt` for transports whose issue has not landed; `CardBusy` when
+/// another process holds the card.
 pub fn open_transport(spec: &DeviceSpec) -> Result<Arc<dyn Opener>, PciError> {
+    let (opener, lock) = unlocked(spec)?;
+    match lock {
+        Lock::Card => locked(spec, opener),
+        Lock::None => Ok(opener),
+    }
+}
+
+/// The opener for `spec` under a lock this process already holds for it
+/// (`macuda run` looking at the card it holds for a step): no second lock
+/// is taken, which would refuse it.
+///
+/// # Errors
+/// As [`open_transport`], and `CardBusy` naming `held`'s file when `held`
+/// is not the lock of this card.
+pub fn open_transport_held(
+    spec: &DeviceSpec,
+    held: &CardLock,
+) -> Result<Arc<dyn Opener>, PciError> {
+    let (opener, lock) = unlocked(spec)?;
+    if lock == Lock::Card && !held.is_for(&default_lock_dir(), &spec.to_string()) {
+        return Err(PciError::CardBusy {
+            path: held.path().to_path_buf(),
+            pid: "this process, for another card".to_string(),
+        });
+    }
+    Ok(opener)
+}
+
+/// Whether a transport's card takes the one-process lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    Card,
+    None,
+}
+
+fn unlocked(spec: &DeviceSpec) -> Result<(Arc<dyn Opener>, Lock), PciError> {
     let (backend, lands_with) = match spec {
-        DeviceSpec::Null => return Ok(Arc::new(NullOpener::gb202())),
+        DeviceSpec::Null => return Ok((Arc::new(NullOpener::gb202()), Lock::None)),
         DeviceSpec::TinyGpu { socket } => {
             let path = socket.clone().unwrap_or_else(default_tinygpu_socket);
-            return locked(
-                spec,
-                Arc::new(TinyGpuOpener::new(Endpoint::Unix(path), TRANSPORT_TIMEOUT)),
-            );
+            let opener = TinyGpuOpener::new(Endpoint::Unix(path), TRANSPORT_TIMEOUT);
+            return Ok((Arc::new(opener), Lock::Card));
         }
         DeviceSpec::Remote { host, port } => {
             let endpoint = Endpoint::Tcp {
                 host: host.clone(),
                 port: *port,
             };
-            return locked(
-                spec,
-                Arc::new(TinyGpuOpener::new(endpoint, TRANSPORT_TIMEOUT)),
-            );
+            let opener = TinyGpuOpener::new(endpoint, TRANSPORT_TIMEOUT);
+            return Ok((Arc::new(opener), Lock::Card));
         }
-        DeviceSpec::Sysfs { bdf } => return locked(spec, Arc::new(SysfsOpener::new(bdf)?)),
-        DeviceSpec::Replay { trace } => return Ok(Arc::new(ReplayOpener::load(trace)?)),
+        DeviceSpec::Sysfs { bdf } => return Ok((Arc::new(SysfsOpener::new(bdf)?), Lock::Card)),
+        DeviceSpec::Replay { trace } => {
+            return Ok((Arc::new(ReplayOpener::load(trace)?), Lock::None))
+        }
         // NVIDIA's module owns the card, boots it and shares it among
         // processes, as it does for its own libcuda: nothing here resets the
         // GPU, so nothing here takes the one-process lock.
-        DeviceSpec::Kernel { index } => return Ok(Arc::new(KernelModuleOpener::new(*index))),
+        DeviceSpec::Kernel { index } => {
+            return Ok((Arc::new(KernelModuleOpener::new(*index)), Lock::None))
+        }
         DeviceSpec::Auto => ("auto (resolve it first)", "device selection"),
         // The simulated card lives in a crate above this one: the
         // supervisor starts it and hands the Host its opener.

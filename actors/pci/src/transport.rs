@@ -339,6 +339,14 @@ fn read_command(t: &mut dyn Transport) -> Result<u16, PciError> {
     Ok((v & 0xFFFF) as u16)
 }
 
+/// The command register as the card reports it; reads only.
+///
+/// # Errors
+/// Transport failures.
+pub fn command_register(t: &mut dyn Transport) -> Result<Command, PciError> {
+    Ok(Command(read_command(t)?))
+}
+
 /// Clear bus mastering (command register bit 2), read-modify-write, then
 /// read back.
 ///
