@@ -55,6 +55,11 @@ else
   fail=$((fail + 1)); results+=("FAILED  no failure report was written")
 fi
 step "demo again after the recovered failure" 0 120 "$bin/macuda" --device kernel demo
+# The runner: the demo as one step, its driver's startup line echoed, the
+# card's lock handed down and released; its exit is the step's (3 if it
+# saw another process holding the card's files).
+step "macuda run -- macuda demo (the runner on the GPU)" 0 120 \
+  sh -c "MACUDA_LOCK_DIR=/tmp/macuda-device-locks '$bin/macuda' --device kernel run -- '$bin/macuda' demo > '$out/run-step.txt' 2>&1; rc=\$?; cat '$out/run-step.txt'; grep -q 'macuda run: driver: pid .*device kernel:0' '$out/run-step.txt' && exit \$rc; exit 9"
 
 # What libcuda submits for our vector_add, decoded by our definitions.
 step "capture-cuda vector_add (libcuda in its own process)" 0 120 \

@@ -17,6 +17,10 @@ out=$3
 shift 3
 mkdir -p "$out"
 bin=$build/bin/llama-bench
+# OURS_BIN=DIR: ours runs DIR/llama-bench (the split build, linked statically
+# against our libraries) instead of stock's binary over our shared ones.
+ours_bin=${OURS_BIN:+$OURS_BIN/llama-bench}
+ours_bin=${ours_bin:-$bin}
 read -r -a ours_env <<<"${OURS_ENV:-}"
 read -r -a other_env <<<"${OTHER_ENV:-}"
 args=(-p 512 -n 128 -ngl 99 -r 3 -o json)
@@ -26,7 +30,7 @@ for model in "$@"; do
     timeout --kill-after=5 600 "$bin" -m "$model" "${args[@]}" >"$out/bench-$name.stock.$round.json" \
       2>"$out/bench-$name.stock.$round.err"
     env "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout --kill-after=5 600 \
-      "$bin" -m "$model" "${args[@]}" >"$out/bench-$name.ours.$round.json" 2>"$out/bench-$name.ours.$round.err"
+      "$ours_bin" -m "$model" "${args[@]}" >"$out/bench-$name.ours.$round.json" 2>"$out/bench-$name.ours.$round.err"
     if [ ${#other_env[@]} -gt 0 ]; then
       env "${other_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" timeout --kill-after=5 600 \
         "$bin" -m "$model" "${args[@]}" >"$out/bench-$name.other.$round.json" 2>"$out/bench-$name.other.$round.err"

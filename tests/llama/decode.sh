@@ -25,6 +25,10 @@ out=$3
 shift 3
 mkdir -p "$out"
 bin=$build/bin/llama-simple
+# OURS_BIN=DIR: ours runs DIR/llama-simple (the split build, linked statically
+# against our libraries) instead of stock's binary over our shared ones.
+ours_bin=${OURS_BIN:+$OURS_BIN/llama-simple}
+ours_bin=${ours_bin:-$bin}
 tokens=${TOKENS:-64}
 prompt=${PROMPT:-"The history of the graphics processor begins"}
 read -r -a ours_env <<<"${OURS_ENV:-}"
@@ -43,7 +47,7 @@ for model in "$@"; do
         f=$out/decode-$name.$side-graphs-$graphs.$r
         if [ "$side" = ours ]; then
           env "${extra[@]}" "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
-            timeout --kill-after=5 300 "$bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" >"$f.txt" 2>"$f.err"
+            timeout --kill-after=5 300 "$ours_bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" >"$f.txt" 2>"$f.err"
         else
           env "${extra[@]}" timeout --kill-after=5 300 "$bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" \
             >"$f.txt" 2>"$f.err"
@@ -58,7 +62,7 @@ for model in "$@"; do
     f=$out/decode-$name.ours-profiled.1
     trace=$out/profile-$name.json
     env "${ours_env[@]}" MACUDA_PROFILE="$trace" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
-      timeout --kill-after=5 300 "$bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" >"$f.txt" 2>"$f.err"
+      timeout --kill-after=5 300 "$ours_bin" -m "$model" -n "$tokens" -ngl 99 "$prompt" >"$f.txt" 2>"$f.err"
     echo "$?" >"$f.rc"
     runs+=("$f")
     written=$(grep -m1 "GPU timeline of" "$f.err")

@@ -60,6 +60,10 @@ out=$3
 shift 3
 mkdir -p "$out"
 bin=$build/bin/test-backend-ops
+# OURS_BIN=DIR: ours runs DIR/test-backend-ops (the split build, linked statically
+# against our libraries) instead of stock's binary over our shared ones.
+ours_bin=${OURS_BIN:+$OURS_BIN/test-backend-ops}
+ours_bin=${ours_bin:-$bin}
 summary=$out/ops.txt
 : >"$summary"
 limit=${OP_TIMEOUT:-900}
@@ -109,7 +113,7 @@ ours_one() { # OP [SUFFIX]
   local o=$out/ops-$1.ours${2:-}.txt
   local t0=$SECONDS
   env "${both[@]}" "${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" \
-    timeout --kill-after=5 "$limit" "$bin" test -o "$1" -b CUDA0 >"$o" 2>&1
+    timeout --kill-after=5 "$limit" "$ours_bin" test -o "$1" -b CUDA0 >"$o" 2>&1
   echo "$?" >"${o%.txt}.rc"
   echo $((SECONDS - t0)) >"${o%.txt}.secs"
   plain "$o"
@@ -140,9 +144,9 @@ failed() { lost "$1" "$2" | while read -r c; do
 done; }
 # One case alone on one side: prints ok or fail.
 case_once() { # SIDE OP PARAMS-REGEX
-  local env_side=()
-  [ "$1" = ours ] && env_side=("${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib")
-  if env "${both[@]}" "${env_side[@]}" timeout --kill-after=5 "$limit" "$bin" test -o "$2" -p "$3" -b CUDA0 2>&1 |
+  local env_side=() side_bin=$bin
+  [ "$1" = ours ] && env_side=("${ours_env[@]}" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib") && side_bin=$ours_bin
+  if env "${both[@]}" "${env_side[@]}" timeout --kill-after=5 "$limit" "$side_bin" test -o "$2" -p "$3" -b CUDA0 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' | grep -qE "(^| )$2\(.*\): (.* )?OK$"; then echo ok; else echo fail; fi
 }
 reruns=${RERUNS:-200}
