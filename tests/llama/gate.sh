@@ -92,7 +92,10 @@ fi
 # 2. The models, meanwhile.
 vocab=$src/models/ggml-vocab-llama-spm.gguf
 want=()
-[[ $parts == *" decode "* ]] && want+=(1b:q4_0 1b:f16 8b:q4_0 moe:q4_0)
+# GATE_DECODE_MODELS: the models the decode part compares (default all
+# four: 1b-q4_0 1b-f16 8b-q4_0 moe-q4_0).
+read -r -a decode_models <<<"${GATE_DECODE_MODELS:-1b-q4_0 1b-f16 8b-q4_0 moe-q4_0}"
+[[ $parts == *" decode "* ]] && for m in "${decode_models[@]}"; do want+=("${m%%-*}:${m#*-}"); done
 [[ $parts == *" bench "* ]] && want+=(1b:q4_0 8b:q4_0)
 [[ $parts == *" variants "* ]] && want+=(1b:q4_0 8b:q4_0)
 [[ $parts == *" fault "* ]] && want+=(1b:q4_0)
@@ -127,14 +130,16 @@ if [[ $parts == *" decode "* ]]; then
   note "decode started"
   # NVIDIA's side of the timeline, where CUPTI builds here.
   stock_trace_lib=$(bash tests/device/cupti-trace.sh "$out/cupti" 2>"$out/cupti.txt")
+  decode_files=()
+  for m in "${decode_models[@]}"; do decode_files+=("$(model "$m")"); done
   STOCK_TRACE_LIB=$stock_trace_lib OURS_ENV=${GATE_OURS_ENV:-} bash "$here/decode.sh" "$build" "$lib" "$out/decode" \
-    "$(model 1b-q4_0)" "$(model 1b-f16)" "$(model 8b-q4_0)" "$(model moe-q4_0)" >"$out/decode.log" 2>&1
+    "${decode_files[@]}" >"$out/decode.log" 2>&1
   rc=$?
   result "greedy decode, ours byte-identical to stock${GATE_OURS_ENV:+ (ours with $GATE_OURS_ENV)}" "$rc"
   sed 's/^/        /' "$out/decode/decode.txt" | tee -a "$summary"
   # For a model whose text differs, the first tensor ours computes
   # differently (diverge.sh).
-  for name in 1b-q4_0 1b-f16 8b-q4_0 moe-q4_0; do
+  for name in "${decode_models[@]}"; do
     grep -q "differs: decode-random-$name\." "$out/decode/decode.txt" || continue
     bash "$here/diverge.sh" "$build" "$lib" "$out/diverge" "$(model "$name")" "$src" 2>&1 \
       | sed 's/^/        /' | tee -a "$summary"

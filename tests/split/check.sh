@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# CI's check of the split build (tests/split/build.sh), which as a whole
+# needs a GPU machine's cores for its 144 device halves:
+#   1. units.py on a made-up CMake tree: the device commands are nvcc's own
+#      with -c turned into --fatbin, the description is portable, the host
+#      commands embed each unit's fat binary, a registry without
+#      GGML_USE_CUDA is refused;
+#   2. relink.py on a made-up ninja link line: ours go ahead of ggml's own
+#      archives, a line without the CPU backend is refused;
+#   3. one real ggml-cuda unit (arange.cu) split for real: its device half
+#      by NVIDIA's nvcc from PyPI, its host half by clang 19 against the
+#      CUDA 12.8 headers, and `macuda inspect` finds the kernel in the host
+#      object's embedded fat binary. Skipped (and said) without clang 19.
+#
+#   tests/split/check.sh MACUDA     (the built macuda binary)
+set -euo pipefail
+shopt -s inherit_errexit
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+macuda=$1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+fail() { echo "split check: $*" >&2; exit 1; }
+
+# 1. units.py
+cfg=$scratch/cfg
+src=$scratch/llama
+mkdir -p "$cfg" "$src/ggml/src/ggml-cuda/template-instances" "$src/ggml/include"
+cat > "$cfg/compile_commands.json" <<EOF
+[
+ {"directory": "$cfg", "file": "$src/ggml/src/ggml-cuda/add.cu",
+  "command": "/cuda/bin/nvcc -forward-unknown-to-host-compiler -DGGML_X=1 -I$src/ggml/src/ggml-cuda/.. -I$src/ggml/include -isystem /cuda/include -O3 -std=c++17 \"--generate-code=arch=compute_90,code=[sm_90]\" -Xcompiler \"-Wall -Wextra\" -MD -MT a.o -MF a.o.d -x cu -c $src/ggml/src/ggml-cuda/add.cu -o a.o"},
+ {"directory": "$cfg", "file": "$src/ggml/src/ggml-cuda/template-instances/mmq-q4_0.cu",
+  "command": "/cuda/bin/nvcc -DGGML_X=1 -Xcompiler=-fPIC,-O2 -x cu -c $src/ggml/src/ggml-cuda/template-instances/mmq-q4_0.cu -o b.o"},
+ {"directory": "$cfg", "file": "$src/ggml/src/ggml-backend-reg.cpp",
+  "command": "/usr/bin/c++ -DGGML_USE_CPU -DGGML_USE_CUDA -I$src/ggml/include -O3 -o r.o -c $src/ggml/src/ggml-backend-reg.cpp"},
+ {"directory": "$cfg", "file": "$src/ggml/src/ggml.c", "command": "/usr/bin/cc -c $src/ggml/src/ggml.c -o g.o"}
+]
+EOF
+dev=$(python3 "$here/units.py" device "$cfg" /fat)
+[ "$(wc -l <<<"$dev")" = 2 ] || fail "device: expected 2 commands, got: $dev"
+grep -q -- "--fatbin -o /fat/add.fatbin $src/ggml/src/ggml-cuda/add.cu\$" <<<"$dev" || fail "device: $dev"
+grep -q -- "-o /fat/template-instances__mmq-q4_0.fatbin" <<<"$dev" || fail "device names: $dev"
+if grep -qE -- ' -c | -MD | -MF |a\.o' <<<"$dev"; then fail "device: -c, dependency files or the object left in: $dev"; fi
+python3 "$here/units.py" describe "$cfg" "$src" > "$scratch/units.json"
+[ "$(python3 "$here/units.py" count "$scratch/units.json")" = 2 ] || fail "describe: count"
+if grep -q "$scratch" "$scratch/units.json"; then fail "describe: a path of this machine in units.json"; fi
+grep -q '"@LLAMA@/ggml/src"' "$scratch/units.json" || fail "describe: includes not portable"
+if grep -q '/cuda/include' "$scratch/units.json"; then fail "describe: the toolkit's includes kept"; fi
+host=$(python3 "$here/units.py" host "$scratch/units.json" /fat /obj clang++ /cuda12 sm_90 /here/llama arm64-apple-macos /sdk)
+for want in "-x cuda --cuda-host-only -nocudalib --cuda-path=/cuda12 --cuda-gpu-arch=sm_90" \
+            "-target arm64-apple-macos -isysroot /sdk" "-DGGML_X=1 -I /here/llama/ggml/src -I /here/llama/ggml/include -O3 -std=c++17 -Wall -Wextra" \
+            "-Xclang -fcuda-include-gpubinary -Xclang /fat/add.fatbin -c /here/llama/ggml/src/ggml-cuda/add.cu -o /obj/add.o" \
+            "-fPIC -O2"; do
+    grep -qF -- "$want" <<<"$host" || fail "host: \`$want\` missing from: $host"
+done
+if grep -q -- "--generate-code\|-MD\|forward-unknown" <<<"$host"; then fail "host: nvcc's own flags left in: $host"; fi
+reg=$(python3 "$here/units.py" registry "$scratch/units.json" /obj c++ /here/llama)
+grep -qF -- "c++ -DGGML_USE_CPU -DGGML_USE_CUDA -I /here/llama/ggml/include -O3 -c /here/llama/ggml/src/ggml-backend-reg.cpp -o /obj/ggml-backend-reg-cuda.o" <<<"$reg" \
+    || fail "registry: $reg"
+sed -i 's/ -DGGML_USE_CUDA//' "$cfg/compile_commands.json"
+if python3 "$here/units.py" describe "$cfg" "$src" >/dev/null 2>&1; then fail "describe: a registry without GGML_USE_CUDA accepted"; fi
+echo "units.py: device, describe, host and registry commands as CMake's tree implies"
+
+# 2. relink.py
+line=': && /usr/bin/c++ -O3 -DNDEBUG  tests/CMakeFiles/t.dir/t.cpp.o -o bin/test-backend-ops  common/libllama-common.a src/libllama.a ggml/src/libggml.a ggml/src/libggml-cpu.a ggml/src/libggml-base.a -lgomp && :'
+got=$(python3 "$here/relink.py" "$line" test-backend-ops /out/test-backend-ops "reg.o cuda.a blas.a rt.a" "-lpthread -ldl")
+want='/usr/bin/c++ -O3 -DNDEBUG tests/CMakeFiles/t.dir/t.cpp.o -o /out/test-backend-ops common/libllama-common.a src/libllama.a reg.o cuda.a blas.a rt.a ggml/src/libggml.a ggml/src/libggml-cpu.a ggml/src/libggml-base.a -lgomp -lpthread -ldl'
+[ "$got" = "$want" ] || fail "relink: got $got"
+if python3 "$here/relink.py" "${line/ggml\/src\/libggml-cpu.a /}" test-backend-ops /o "x" "" >/dev/null 2>&1; then fail "relink: no CPU backend accepted"; fi
+if python3 "$here/relink.py" "$line" llama-simple /o "x" "" >/dev/null 2>&1; then fail "relink: another program's line accepted"; fi
+echo "relink.py: ours ahead of ggml's archives; a line without the CPU backend or for another program refused"
+
+# 3. One real unit, split.
+clang=${CLANG:-$(command -v clang++-19 || true)}
+if [ -z "$clang" ]; then
+    echo "skipped: one ggml-cuda unit split for real: clang 19 is not installed"
+    exit 0
+fi
+llama=$scratch/llama-src
+"$root/tests/llama/source.sh" "$llama" >/dev/null
+kit=$("$root/abi/cublas/tests/headers.sh")
+unit=$llama/ggml/src/ggml-cuda/arange.cu
+inc=(-I "$llama/ggml/src" -I "$llama/ggml/include")
+"$kit/bin/nvcc" --fatbin -arch=sm_90 -std=c++17 -O3 "${inc[@]}" -DGGML_CUDA_NO_VMM -o "$scratch/arange.fatbin" "$unit"
+work=$scratch/work
+mkdir -p "$work"
+headers=$(work=$work; source <(sed -n '/^host_headers()/,/^}/p' "$here/build.sh"); host_headers)
+"$clang" -x cuda --cuda-host-only -nocudalib --cuda-path="$headers" --cuda-gpu-arch=sm_90 -Wno-unknown-cuda-version \
+    -std=c++17 -O3 "${inc[@]}" -DGGML_CUDA_NO_VMM -Xclang -fcuda-include-gpubinary -Xclang "$scratch/arange.fatbin" \
+    -c "$unit" -o "$scratch/arange.o" 2> "$scratch/clang.err" || { cat "$scratch/clang.err"; fail "clang's host half"; }
+seen=$("$macuda" inspect "$scratch/arange.o")
+grep -q "input: host object" <<<"$seen" && grep -q "kernel _Z10arange_f32Pfiff" <<<"$seen" \
+    || fail "the host object's fat binary: $seen"
+nm "$scratch/arange.o" | grep -q " U __cudaRegisterFunction" || fail "no registration in the host half"
+echo "one ggml-cuda unit (arange.cu) split: nvcc's fat binary inside clang's host object, its kernel registered"
