@@ -213,6 +213,10 @@ pub fn peek_last() -> CudaError {
 /// message on stderr, as nothing else can report it), an error is latched
 /// for `cudaGetLastError`, and a sticky error answers every call.
 pub fn guard(f: impl FnOnce() -> Result<(), CudaError>) -> CudaError {
+    crate::call_stats::counted(|| guard_counted(f))
+}
+
+fn guard_counted(f: impl FnOnce() -> Result<(), CudaError>) -> CudaError {
     let r = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => CudaError::SUCCESS,
         Ok(Err(e)) => e,
@@ -237,7 +241,7 @@ pub fn guard(f: impl FnOnce() -> Result<(), CudaError>) -> CudaError {
 /// As [`guard`], for entry points that must not touch the sticky state
 /// or the last error (the error queries themselves).
 pub fn guard_quiet<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
+    crate::call_stats::counted(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback))
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod call_spans;
+pub mod call_stats;
 pub mod device;
 pub mod embed;
 pub mod error;

@@ -169,6 +169,9 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
 }
 
 fn start() -> Result<Runtime, CudaError> {
+    if std::env::var_os(crate::call_stats::CALL_STATS).is_some() {
+        crate::call_stats::enable();
+    }
     let knobs = crate::knobs::start_log()
         .and_then(|()| Knobs::from_env())
         .map_err(|e| {
@@ -218,6 +221,7 @@ fn register_exit() {
 /// contract's exit path).
 extern "C" fn on_exit() {
     UNLOADING.store(true, Ordering::Release);
+    crate::call_stats::write_at_exit();
     if let Some(rt) = started() {
         rt.shutdown();
     }
