@@ -33,7 +33,8 @@
 #
 # Defaults: --arch sm_90, --host this machine, --work target/split,
 # --src .llama (tests/llama/source.sh fetches it), --fatbins WORK/fatbins,
-# --libs WORK/libs (abi/build-libs.sh builds ours there).
+# --libs WORK/libs (our libcudart.a and libcublas.a; cargo builds them
+# there when missing).
 set -euo pipefail
 shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")" && pwd)
@@ -272,7 +273,12 @@ our_system_libs() {
 phase_link() {
     local cpu=$work/cpu out=$work/bin
     build_tools
-    [ -f "$libs/libcudart.a" ] || "$root/abi/build-libs.sh" "$libs" >/dev/null
+    if [ ! -f "$libs/libcudart.a" ] || [ ! -f "$libs/libcublas.a" ]; then
+        # Only the static libraries: what a link needs, on Linux and macOS alike.
+        cargo build -q --release -p macuda-abi -p macuda-cublas --lib --manifest-path "$root/Cargo.toml"
+        mkdir -p "$libs"
+        cp "${CARGO_TARGET_DIR:-$root/target}/release/libcudart.a" "${CARGO_TARGET_DIR:-$root/target}/release/libcublas.a" "$libs/"
+    fi
     [ -f "$work/libggml-cuda.a" ] || { echo "no libggml-cuda.a: run the host phase first" >&2; exit 2; }
     mkdir -p "$out"
     local p line ours

@@ -236,6 +236,7 @@ const ABI_LAYERS: &[(&str, &[&str])] = &[
             "hash",
             "names",
             "call_spans",
+            "call_stats",
             "profile_trace",
             "launch_log",
             "device",
