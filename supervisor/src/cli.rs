@@ -31,6 +31,14 @@ pub mod status {
     pub const INTERRUPTED: i32 = 130;
 }
 
+/// The most launches a benchmark may be asked for: minutes of work, not
+/// days.
+const MAX_LAUNCHES: u64 = 100_000_000;
+/// The longest pause between the demo's phases.
+const MAX_PACE_MS: u64 = 60_000;
+/// The longest per-request deadline.
+const MAX_DEADLINE_MS: u64 = 3_600_000;
+
 #[derive(Parser, Debug)]
 #[command(name = "macuda", version = crate::BUILD_ID, about = "A userspace NVIDIA driver and CUDA runtime")]
 struct Cli {
@@ -53,11 +61,11 @@ enum Command {
         /// Nth request, or its Nth request of that kind).
         #[arg(long)]
         inject: Option<InjectSpec>,
-        /// Milliseconds to pause between workload phases.
-        #[arg(long, default_value_t = 0)]
+        /// Milliseconds to pause between workload phases (at most a minute).
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_PACE_MS))]
         pace_ms: u64,
-        /// Per-request deadline in milliseconds.
-        #[arg(long, default_value_t = 10_000)]
+        /// Per-request deadline in milliseconds (1 ms to an hour).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=MAX_DEADLINE_MS))]
         deadline_ms: u64,
         /// For a card we boot ourselves (sim): a directory laid out as
         /// linux-firmware's nvidia/<chip>/gsp/ (default: MACUDA_FIRMWARE,
@@ -197,13 +205,15 @@ enum SimWhat {
 enum BenchWhat {
     /// Launch cost through the lane and descriptor bytes per flush (null device).
     Launch {
-        #[arg(long, default_value_t = 1_000_000)]
+        /// How many launches (1 to 100 million).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=MAX_LAUNCHES))]
         launches: u64,
     },
     /// Empty-kernel launches on a real GPU (`--device kernel`), ours beside
     /// NVIDIA's runtime (tests/device/launch_bench.cu, built with nvcc).
     Gpu {
-        #[arg(long, default_value_t = 100_000)]
+        /// How many launches (1 to 100 million).
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=MAX_LAUNCHES))]
         launches: u64,
         /// The reference program built from tests/device/launch_bench.cu.
         #[arg(long, value_name = "PATH")]
@@ -252,6 +262,16 @@ impl std::str::FromStr for InjectSpec {
                 "`{actor}` is not an actor (expected one of {})",
                 ACTORS.join(", ")
             ));
+        }
+        if let Some(k) = &kind {
+            let known = crate::layers::request_kinds(actor).unwrap_or_default();
+            if !known.contains(&k.as_str()) {
+                return Err(format!(
+                    "`{}` is not a request of {actor} (expected one of {})",
+                    k.escape_debug(),
+                    known.join(", ")
+                ));
+            }
         }
         let action = action.parse::<FaultAction>().map_err(|e| e.to_string())?;
         let nth: u64 = nth
@@ -861,8 +881,21 @@ mod tests {
             "pci:panic:0",
             "pci:panic",
             "pci:panic:x",
+            // Requests the actor does not have: refused, not ignored.
+            "pci.nosuchreq:panic:1",
+            "pci.:panic:1",
+            "pci..x:panic:1",
+            "pci.identify.x:panic:1",
+            "memory.identify:error:1",
         ] {
             assert!(bad.parse::<InjectSpec>().is_err(), "{bad}");
         }
+        let e = "pci.nosuchreq:panic:1".parse::<InjectSpec>().unwrap_err();
+        assert!(
+            e.contains("not a request of pci") && e.contains("identify"),
+            "{e}"
+        );
+        let s: InjectSpec = "submit.sync_point:error:2".parse().unwrap();
+        assert_eq!(s.kind.as_deref(), Some("sync_point"));
     }
 }

@@ -312,3 +312,39 @@ fn info_through_the_kernel_module_identifies_the_gpu_or_names_what_is_missing() 
         "{err}"
     );
 }
+
+#[test]
+fn counts_and_times_out_of_range_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["bench", "launch", "--launches", "0"][..],
+        &["bench", "launch", "--launches", "18446744073709551615"],
+        &["bench", "gpu", "--launches", "0"],
+        &["--device", "null", "demo", "--deadline-ms", "0"],
+        &["--device", "null", "demo", "--deadline-ms", "99999999999"],
+        &["--device", "null", "demo", "--pace-ms", "86400000"],
+        &[
+            "--device",
+            "null",
+            "demo",
+            "--inject",
+            "pci.nosuchreq:panic:1",
+        ],
+    ] {
+        let (code, out, err) = run(macuda(dir.path()).args(args));
+        assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
+        assert!(!out.contains("NaN"), "{args:?}: {out}");
+        assert!(err.contains("error"), "{args:?}: {err}");
+    }
+    let (_, _, err) = run(macuda(dir.path()).args([
+        "--device",
+        "null",
+        "demo",
+        "--inject",
+        "pci.nosuchreq:panic:1",
+    ]));
+    assert!(
+        err.contains("not a request of pci") && err.contains("identify"),
+        "{err}"
+    );
+}

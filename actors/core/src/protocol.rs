@@ -93,6 +93,12 @@ macro_rules! actor_protocol {
             )+
         }
 
+        impl $req {
+            /// Every request's name, as [`kind`](Self::kind) gives it (what
+            /// a fault plan's request filter must name).
+            pub const KINDS: &'static [&'static str] = &[ $( stringify!($method), )+ ];
+        }
+
         impl $crate::__private::Request for $req {
             type Error = $err;
 

@@ -198,8 +198,9 @@ struct SubmitActor {
     posted_sync: Option<PostedSync>,
 }
 
-/// The name a lane's sync point has in fault plans and crash reports.
-const SYNC_POINT: &str = "sync_point";
+/// The name a lane's sync point has in fault plans and crash reports (it
+/// travels the lane, not the mailbox, so it is no protocol request).
+pub const SYNC_POINT: &str = "sync_point";
 
 /// The sync point last posted, and what had been issued then.
 #[derive(Debug, Clone, Copy)]

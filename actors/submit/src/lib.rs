@@ -37,7 +37,7 @@ mod templates;
 mod timeline;
 
 pub use actor::setup::spawn;
-pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService};
+pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService, SYNC_POINT};
 pub use encode::{
     BankDesc, CarveOutMin, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc,
     LaunchInvalidates, LaunchShape, NextGrid, NEXT_BANK0_SLOT,
