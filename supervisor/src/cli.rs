@@ -808,10 +808,10 @@ fn info(
 }
 
 fn inspect(file: &std::path::Path, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let bytes = match std::fs::read(file) {
+    let bytes = match crate::input_file::read_bounded(file, crate::input_file::MAX_INSPECT_BYTES) {
         Ok(b) => b,
         Err(e) => {
-            let _ = writeln!(err, "macuda: error: cannot read {}: {e}", file.display());
+            let _ = writeln!(err, "macuda: error: {e}");
             return status::USAGE;
         }
     };

@@ -17,6 +17,7 @@ mod fill_cmd;
 mod firmware_cmd;
 pub mod gpu_bench;
 mod host;
+mod input_file;
 mod layers;
 mod monitor;
 mod opener;

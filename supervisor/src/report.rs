@@ -97,6 +97,10 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{why}")]
+    Input { why: String },
+    #[error("{path} holds {extra} bytes after its report: not a macuda crash report as written")]
+    Trailing { path: PathBuf, extra: usize },
     #[error("{path} is not a macuda crash report")]
     Decode {
         path: PathBuf,
@@ -151,15 +155,22 @@ impl CrashReport {
     /// # Errors
     /// Unreadable file, not a report, or a report of another format.
     pub fn read(path: &Path) -> Result<CrashReport, ReportError> {
-        let bytes = std::fs::read(path).map_err(|source| ReportError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = crate::input_file::read_bounded(path, crate::input_file::MAX_REPORT_BYTES)
+            .map_err(|why| ReportError::Input { why })?;
+        let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(&bytes[..]));
         let report: CrashReport =
-            rmp_serde::from_slice(&bytes).map_err(|source| ReportError::Decode {
+            serde::Deserialize::deserialize(&mut de).map_err(|source| ReportError::Decode {
                 path: path.to_path_buf(),
                 source,
             })?;
+        // CAST: a cursor over a slice stays within its length.
+        let used = de.get_ref().position() as usize;
+        if used != bytes.len() {
+            return Err(ReportError::Trailing {
+                path: path.to_path_buf(),
+                extra: bytes.len() - used,
+            });
+        }
         if report.format != REPORT_FORMAT {
             return Err(ReportError::Format {
                 path: path.to_path_buf(),

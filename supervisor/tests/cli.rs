@@ -84,6 +84,42 @@ fn demo_with_an_injected_fault_exits_nonzero_and_names_its_report() {
         text.contains("UNFINISHED"),
         "the hung request is shown: {text}"
     );
+    // The same report with bytes after it is refused, not read.
+    let longer = dir.path().join("longer.msgpack");
+    let mut bytes = std::fs::read(&report).unwrap();
+    bytes.extend_from_slice(b"trailing");
+    std::fs::write(&longer, bytes).unwrap();
+    let (code, _, err) = run(macuda(dir.path()).args(["report", longer.to_str().unwrap()]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("8 bytes after its report"), "{err}");
+}
+
+#[test]
+fn inspect_and_report_read_regular_files_only_and_never_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for cmd in ["inspect", "report"] {
+        for input in [
+            Path::new("/dev/zero"),
+            Path::new("/dev/urandom"),
+            fifo.as_path(),
+            dir.path(),
+        ] {
+            let started = Instant::now();
+            let (code, _, err) = run(macuda(dir.path()).args([cmd, input.to_str().unwrap()]));
+            assert_ne!(code, 0, "{cmd} {input:?}");
+            assert!(err.contains("not a regular file"), "{cmd} {input:?}: {err}");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{cmd} {input:?} took long"
+            );
+        }
+    }
 }
 
 #[test]
