@@ -135,3 +135,20 @@ proptest! {
         let _ = macuda_loader::inspect::inspect(&bytes);
     }
 }
+
+/// An ELF header whose section table offset or count is zero was taken for
+/// a module with no kernels (issue 18): it is refused, naming why.
+#[test]
+fn a_cubin_without_a_section_table_is_refused() {
+    let good = fixture("vector_add.sm_90.cubin");
+    assert!(cubin::parse(&good).is_ok());
+    // e_shoff at 0x28 (8 bytes), e_shnum at 0x3c (2 bytes), ELF64.
+    for (at, width) in [(0x28usize, 8usize), (0x3c, 2)] {
+        let mut bad = good.clone();
+        bad[at..at + width].fill(0);
+        match cubin::parse(&bad) {
+            Err(cubin::CubinError::Elf(why)) => assert!(why.contains("no section table"), "{why}"),
+            other => panic!("offset {at:#x} zeroed: {other:?}"),
+        }
+    }
+}

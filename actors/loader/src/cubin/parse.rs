@@ -110,6 +110,15 @@ pub fn parse(bytes: &[u8]) -> Result<Cubin, CubinError> {
     let e_flags = header.e_flags(endian).0;
     let sm = sm_from_flags(abi_version, e_flags)?;
 
+    // A section table at offset 0, or of no sections, reads as a module
+    // with nothing in it; every cubin nvcc writes has one.
+    if header.e_shoff(endian) == 0 || header.e_shnum(endian) == 0 {
+        return Err(CubinError::Elf(format!(
+            "no section table (e_shoff {}, e_shnum {}): a cubin has its code and kernels in sections",
+            header.e_shoff(endian),
+            header.e_shnum(endian)
+        )));
+    }
     let table = header.sections(endian, bytes).map_err(elf_err)?;
     let mut sections = Vec::with_capacity(table.len());
     for (index, sh) in table.iter().enumerate() {
