@@ -4,7 +4,8 @@
 use crate::host::{FaultBoard, Host, HostConfig, HostError, ACTORS};
 use crate::report::CrashReport;
 use crate::workload;
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use macuda_core::{error_chain, FaultAction, FaultPlan};
 use macuda_pci::{clear_bus_master, enable_memory_space, read_identity, record_to, DeviceSpec};
 use std::ffi::OsString;
@@ -235,6 +236,23 @@ enum BenchWhat {
     },
 }
 
+impl Command {
+    /// The command's name when it opens no card (so `--device` means
+    /// nothing to it).
+    fn opens_no_device(&self) -> Option<&'static str> {
+        match self {
+            Command::Inspect { .. } => Some("inspect"),
+            Command::Report { .. } => Some("report"),
+            Command::Firmware { .. } => Some("firmware"),
+            Command::Sim { .. } => Some("sim"),
+            Command::Bench {
+                what: BenchWhat::Launch { .. },
+            } => Some("bench launch"),
+            _ => None,
+        }
+    }
+}
+
 /// `ACTOR[.REQUEST]:ACTION:N`
 #[derive(Debug, Clone)]
 pub struct InjectSpec {
@@ -314,7 +332,10 @@ pub fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Ok((Cli::from_arg_matches(&m)?, m)));
+    let (cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -330,6 +351,19 @@ pub fn run(
             return code;
         }
     };
+    // A `--device` given to a command that opens no card would be silently
+    // ignored: say so instead (MACUDA_DEVICE, the environment's standing
+    // choice, is not an error).
+    let device_given = matches.value_source("device") == Some(ValueSource::CommandLine);
+    if let Some(name) = cli.command.opens_no_device() {
+        if device_given {
+            let _ = writeln!(
+                err,
+                "error: --device means nothing to `{name}`: it opens no card"
+            );
+            return status::USAGE;
+        }
+    }
     match cli.command {
         Command::Demo {
             inject,

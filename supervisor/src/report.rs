@@ -85,12 +85,6 @@ pub struct CrashReport {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("cannot write {path}")]
     Write {
         path: PathBuf,
@@ -397,7 +391,7 @@ mod tests {
         ));
         assert!(matches!(
             CrashReport::read(&dir.path().join("missing")),
-            Err(ReportError::Read { .. })
+            Err(ReportError::Input { why }) if why.contains("cannot read")
         ));
     }
 }

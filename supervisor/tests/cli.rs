@@ -384,3 +384,28 @@ fn counts_and_times_out_of_range_are_refused_before_anything_runs() {
         "{err}"
     );
 }
+
+#[test]
+fn a_device_given_to_a_command_that_opens_none_is_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let cubin = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/cuda/fixtures/vector_add.sm_90.cubin"
+    );
+    for args in [
+        &["--device", "null", "inspect", cubin][..],
+        &["inspect", cubin, "--device", "kernel"],
+        &["--device", "null", "bench", "launch", "--launches", "10"],
+        &["--device", "null", "report", "x.msgpack"],
+    ] {
+        let (code, _, err) = run(macuda(dir.path()).args(args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("--device means nothing to"), "{args:?}: {err}");
+    }
+    // The environment's standing choice is no error.
+    let (code, out, err) = run(macuda(dir.path())
+        .env("MACUDA_DEVICE", "null")
+        .args(["inspect", cubin]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("vector_add"), "{out}");
+}
