@@ -885,20 +885,59 @@ fn report(file: &std::path::Path, json: bool, out: &mut dyn Write, err: &mut dyn
                     }
                 }
             } else {
-                let _ = write!(out, "{}", r.render());
+                let _ = write!(out, "{}", printable(&r.render(), usize::MAX));
             }
             status::OK
         }
         Err(e) => {
-            print_error(err, &e);
+            // The file's own bytes may be in the message (a variant name
+            // it made up): escaped, and cut.
+            let _ = writeln!(
+                err,
+                "macuda: error: {}",
+                printable(&macuda_core::error_chain(&e).join(": "), MAX_ERROR_CHARS)
+            );
             status::FAILED
         }
     }
 }
 
+/// The longest error `macuda report` prints about a file it refused.
+const MAX_ERROR_CHARS: usize = 400;
+
+/// Text from a file made safe for a terminal: control characters other
+/// than newline and tab escaped (an ESC from a report must not clear the
+/// screen), and cut after `max` characters, saying so.
+fn printable(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push_str(&format!(
+                "... ({} more characters)",
+                text.chars().count() - max
+            ));
+            break;
+        }
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_text_escapes_controls_and_cuts() {
+        assert_eq!(printable("a\x1b[2Jb\nc\td", 100), "a\\u{1b}[2Jb\nc\td");
+        let long = "x".repeat(10);
+        assert_eq!(printable(&long, 4), "xxxx... (6 more characters)");
+        assert_eq!(printable("\u{7}", usize::MAX), "\\u{7}");
+    }
 
     #[test]
     fn parses_inject_specs() {

@@ -84,6 +84,25 @@ fn demo_with_an_injected_fault_exits_nonzero_and_names_its_report() {
         text.contains("UNFINISHED"),
         "the hung request is shown: {text}"
     );
+    // A report whose text carries a terminal escape prints it escaped.
+    let escaped = dir.path().join("escaped.msgpack");
+    let raw = std::fs::read(&report).unwrap();
+    let mut patched = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i..].starts_with(b"memory") {
+            patched.extend_from_slice(b"\x1b[2Jmy");
+            i += 6;
+        } else {
+            patched.push(raw[i]);
+            i += 1;
+        }
+    }
+    std::fs::write(&escaped, patched).unwrap();
+    let (code, text, err) = run(macuda(dir.path()).args(["report", escaped.to_str().unwrap()]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!text.contains('\x1b'), "a raw ESC reached the terminal");
+    assert!(text.contains("\\u{1b}[2Jmy"), "{text}");
     // The same report with bytes after it is refused, not read.
     let longer = dir.path().join("longer.msgpack");
     let mut bytes = std::fs::read(&report).unwrap();
