@@ -823,6 +823,8 @@ fn info(
             );
             code
         }
+        // A server that never answered was said once already.
+        Err(macuda_pci::PciError::PeerSilent { .. }) if code != status::OK => code,
         Err(e) => {
             print_error(err, &e);
             status::FAILED

@@ -428,3 +428,27 @@ fn a_device_given_to_a_command_that_opens_none_is_refused_not_ignored() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("vector_add"), "{out}");
 }
+
+#[test]
+fn a_silent_tinygpu_server_costs_one_bounded_wait_and_one_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("silent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    // Accepts every connection and never answers.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let started = Instant::now();
+    let (code, _, err) = run(macuda(dir.path()).args([
+        "--device",
+        &format!("tinygpu:{}", socket.display()),
+        "info",
+    ]));
+    let took = started.elapsed();
+    assert_ne!(code, 0, "{err}");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert_eq!(err.matches("within 10000 ms").count(), 1, "{err}");
+}

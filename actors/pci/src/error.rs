@@ -48,6 +48,12 @@ pub enum PciError {
         command: &'static str,
         after_ms: u64,
     },
+    #[error("the TinyGPU server at {endpoint} did not answer `{command}` within {after_ms} ms before; not asked again")]
+    PeerSilent {
+        endpoint: String,
+        command: &'static str,
+        after_ms: u64,
+    },
     #[error("cannot reach {what}")]
     Connect {
         what: String,
@@ -103,6 +109,7 @@ impl ActorFault for PciError {
             | PciError::Protocol { .. }
             | PciError::Closed { .. }
             | PciError::Timeout { .. }
+            | PciError::PeerSilent { .. }
             // Nothing on the card can be trusted; recovery decides.
             | PciError::OffTheBus { .. } => Severity::Fatal,
             // The driver left the recording (or the replay broke): it must

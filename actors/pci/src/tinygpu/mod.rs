@@ -39,6 +39,11 @@ pub struct TinyGpuOpener {
     dev_id: u32,
     timeout: Duration,
     live: Mutex<Vec<Weak<Socket>>>,
+    /// The handshake's timeout, once a server answered neither the
+    /// connection's first exchange nor BAR0's mapping in time: every later
+    /// connection is refused at once with it, so a silent peer costs one
+    /// bounded wait, not one per connection (recovery's included).
+    silent: Mutex<Option<PciError>>,
 }
 
 impl TinyGpuOpener {
@@ -49,6 +54,7 @@ impl TinyGpuOpener {
             dev_id: 0,
             timeout,
             live: Mutex::new(Vec::new()),
+            silent: Mutex::new(None),
         }
     }
 
@@ -67,10 +73,32 @@ impl TinyGpuOpener {
                 }
             }
         }
-        let mut conn = Connection::connect(&self.endpoint, self.dev_id, self.timeout)?;
-        self.live.lock().push(conn.weak_socket());
-        // The server validates every register access against a mapped BAR.
-        let (_, bar0_bytes) = conn.map_bar(REGISTER_BAR)?;
+        if let Some(PciError::Timeout { command, after_ms }) = &*self.silent.lock() {
+            return Err(PciError::PeerSilent {
+                endpoint: self.endpoint.to_string(),
+                command,
+                after_ms: *after_ms,
+            });
+        }
+        let handshake =
+            Connection::connect(&self.endpoint, self.dev_id, self.timeout).and_then(|mut conn| {
+                self.live.lock().push(conn.weak_socket());
+                // The server validates every register access against a mapped BAR.
+                let (_, bar0_bytes) = conn.map_bar(REGISTER_BAR)?;
+                Ok((conn, bar0_bytes))
+            });
+        let (conn, bar0_bytes) = match handshake {
+            Ok(h) => h,
+            Err(e) => {
+                if let PciError::Timeout { command, after_ms } = &e {
+                    *self.silent.lock() = Some(PciError::Timeout {
+                        command,
+                        after_ms: *after_ms,
+                    });
+                }
+                return Err(e);
+            }
+        };
         Ok(TinyGpuTransport {
             conn,
             bar0_bytes,
