@@ -452,3 +452,28 @@ fn a_silent_tinygpu_server_costs_one_bounded_wait_and_one_message() {
     assert!(took < Duration::from_secs(15), "took {took:?}");
     assert_eq!(err.matches("within 10000 ms").count(), 1, "{err}");
 }
+
+#[test]
+fn recording_does_not_change_what_the_demo_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("null.trace");
+    let (plain, out_plain, err) = run(macuda(dir.path()).args(["--device", "null", "demo"]));
+    assert_eq!(plain, 0, "{err}");
+    let (recorded, out, err) = run(macuda(dir.path()).args([
+        "--device",
+        "null",
+        "--record",
+        trace.to_str().unwrap(),
+        "demo",
+    ]));
+    assert_eq!(recorded, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(trace.exists());
+    // The same workload ran: the same per-actor summary lines.
+    let summary = |o: &str| -> Vec<String> {
+        o.lines()
+            .filter(|l| l.contains("requests"))
+            .map(|l| l.to_string())
+            .collect()
+    };
+    assert_eq!(summary(&out_plain).len(), summary(&out).len(), "{out}");
+}
