@@ -13,6 +13,7 @@ mod boot_cmd;
 mod booted_info;
 mod card_port;
 pub mod cli;
+pub mod exit_status;
 mod fill_cmd;
 mod firmware_cmd;
 pub mod gpu_bench;

@@ -477,3 +477,34 @@ fn recording_does_not_change_what_the_demo_does() {
     };
     assert_eq!(summary(&out_plain).len(), summary(&out).len(), "{out}");
 }
+
+#[test]
+fn an_exit_whose_read_back_still_shows_bus_mastering_fails_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("info.trace");
+    let (code, _, err) = run(macuda(dir.path()).args([
+        "--device",
+        "null",
+        "--record",
+        trace.to_str().unwrap(),
+        "info",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    // The read-back after the exit's clearing write, made to show bit 2.
+    let at = text
+        .rfind("cfg_read 0x004 u16 = 0x0002")
+        .expect("the exit's read-back");
+    let mutated = format!(
+        "{}cfg_read 0x004 u16 = 0x0006{}",
+        &text[..at],
+        &text[at + "cfg_read 0x004 u16 = 0x0002".len()..]
+    );
+    let bad = dir.path().join("still-on.trace");
+    std::fs::write(&bad, mutated).unwrap();
+    let (code, out, err) =
+        run(macuda(dir.path()).args(["--device", &format!("replay:{}", bad.display()), "info"]));
+    assert_ne!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(!out.contains("exit:      bus mastering off"), "{out}");
+    assert!(err.contains("bus mastering still on"), "{err}");
+}

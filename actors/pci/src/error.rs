@@ -54,6 +54,8 @@ pub enum PciError {
         command: &'static str,
         after_ms: u64,
     },
+    #[error("bus mastering still on after clearing it: command {before:#06x} -> {after:#06x}")]
+    BusMasterStillOn { before: u16, after: u16 },
     #[error("cannot reach {what}")]
     Connect {
         what: String,
@@ -110,6 +112,7 @@ impl ActorFault for PciError {
             | PciError::Closed { .. }
             | PciError::Timeout { .. }
             | PciError::PeerSilent { .. }
+            | PciError::BusMasterStillOn { .. }
             // Nothing on the card can be trusted; recovery decides.
             | PciError::OffTheBus { .. } => Severity::Fatal,
             // The driver left the recording (or the replay broke): it must

@@ -353,7 +353,16 @@ pub fn command_register(t: &mut dyn Transport) -> Result<Command, PciError> {
 /// # Errors
 /// Transport failures.
 pub fn clear_bus_master(t: &mut dyn Transport) -> Result<BusMasterChange, PciError> {
-    set_bus_master(t, false)
+    let change = set_bus_master(t, false)?;
+    // What every exit reports is the read-back: a card (or a trace) that
+    // still shows the bit set has not stopped mastering the bus.
+    if change.after.bus_master() {
+        return Err(PciError::BusMasterStillOn {
+            before: change.before.0,
+            after: change.after.0,
+        });
+    }
+    Ok(change)
 }
 
 /// Enable memory decoding only: enough to read registers without letting

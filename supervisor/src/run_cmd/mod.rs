@@ -23,7 +23,7 @@ mod card_users;
 mod preflight;
 mod server;
 
-use crate::cli::status;
+use crate::exit_status as status;
 use crate::run_log::RUN_LOG_VAR;
 use card_users::{CardFiles, CardUser};
 use macuda_pci::{default_lock_dir, default_tinygpu_socket, CardLock, DeviceSpec, PciError};
