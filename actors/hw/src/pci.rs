@@ -23,6 +23,10 @@ pub const GB202_VSEC_DEBUG_SEC_2: u16 = 0x2B8;
 /// BAR_FIREWALL_ENGAGE, bit 24 of that register.
 pub const BAR_FIREWALL_ENGAGE: u32 = 1 << 24;
 
+/// Base address registers a type-0 (endpoint) function has: BAR0 to BAR5
+/// (PCI Local Bus Specification, the type-0 configuration header).
+pub const BAR_COUNT: usize = 6;
+
 /// Size of the configuration space a PCIe function exposes.
 pub const CONFIG_SPACE_BYTES: usize = 4096;
 

@@ -133,6 +133,8 @@ pub enum TraceWhy {
     },
     #[error("bad number for the {field}: `{text}`")]
     BadNumber { field: &'static str, text: String },
+    #[error("an impossible card: {why}")]
+    ImpossibleBars { why: String },
     #[error("unknown access width `{text}` (u8, u16 or u32)")]
     BadWidth { text: String },
     #[error("value {value:#x} does not fit a {bytes}-byte access")]
@@ -701,6 +703,35 @@ fn parse_bar(text: &str) -> Result<BarInfo, TraceWhy> {
     })
 }
 
+/// A card's BARs as PCI allows them: BAR0 (the registers) among them,
+/// indices below six and each named once, sizes powers of two.
+fn check_bars(bars: &[BarInfo]) -> Result<(), TraceWhy> {
+    let impossible = |why: String| Err(TraceWhy::ImpossibleBars { why });
+    if !bars.iter().any(|b| b.index == 0) {
+        return impossible("no BAR0 (the card's registers)".to_string());
+    }
+    let mut seen = [false; macuda_hw::pci::BAR_COUNT];
+    for b in bars {
+        let Some(slot) = seen.get_mut(usize::from(b.index)) else {
+            return impossible(format!(
+                "BAR{} (a function has BAR0 to BAR{})",
+                b.index,
+                macuda_hw::pci::BAR_COUNT - 1
+            ));
+        };
+        if std::mem::replace(slot, true) {
+            return impossible(format!("BAR{} named twice", b.index));
+        }
+        if !b.bytes.is_power_of_two() {
+            return impossible(format!(
+                "BAR{} of {:#x} bytes (a BAR's size is a power of two)",
+                b.index, b.bytes
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn parse_segments(text: &str) -> Result<Vec<DmaSegment>, TraceWhy> {
     if text == "-" {
         return Ok(Vec::new());
@@ -756,7 +787,9 @@ impl FromStr for TraceOp {
             }
             "bars" => {
                 f.equals()?;
-                let bars = f.tokens.by_ref().map(parse_bar).collect::<Result<_, _>>()?;
+                let bars: Vec<BarInfo> =
+                    f.tokens.by_ref().map(parse_bar).collect::<Result<_, _>>()?;
+                check_bars(&bars)?;
                 TraceOp::Bars(bars)
             }
             "mmio_read" => TraceOp::MmioRead {
@@ -854,7 +887,6 @@ mod tests {
                     bytes: 0x1000_0000,
                 },
             ]),
-            TraceOp::Bars(Vec::new()),
             TraceOp::MmioRead {
                 offset: 0x000a00,
                 data: vec![0xa1, 0x00, 0x20, 0x1b],
@@ -928,7 +960,6 @@ mod tests {
                 "cfg_read 0xfff u8 = 0xff",
                 "cfg_write 0x004 u16 0x0002",
                 "bars = 0:0x4000000 1:0x10000000",
-                "bars =",
                 "mmio_read 0x000a00 4 = a100201b",
                 "mmio_read 0x100000000 0 = -",
                 "mmio_write 0x000a00 6 01000000ffee",
@@ -1040,6 +1071,19 @@ mod tests {
         );
         assert_eq!(error_of("bars = 0:64"), bad("BAR size", "64"));
         assert_eq!(error_of("bars = 256:0x10"), bad("BAR index", "256"));
+        for (line, why) in [
+            ("bars = 1:0x1000", "no BAR0"),
+            ("bars =", "no BAR0"),
+            ("bars = 0:0x1000 9:0x1000", "BAR9"),
+            ("bars = 0:0x1000 0:0x2000", "BAR0 named twice"),
+            ("bars = 0:0x3000", "power of two"),
+            ("bars = 0:0xffffffffffffffff", "power of two"),
+        ] {
+            match error_of(line).why {
+                TraceWhy::ImpossibleBars { why: w } => assert!(w.contains(why), "{line}: {w}"),
+                other => panic!("{line}: {other:?}"),
+            }
+        }
         assert_eq!(
             error_of("cfg_read 0x004 u16 = 0x10000"),
             at3(TraceWhy::ValueTooWide {
