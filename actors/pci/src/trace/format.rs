@@ -135,6 +135,8 @@ pub enum TraceWhy {
     BadNumber { field: &'static str, text: String },
     #[error("an impossible card: {why}")]
     ImpossibleBars { why: String },
+    #[error("a register access of {len} bytes at {offset:#x} lies past BAR0's {size:#x} bytes, as the trace's own bars line gives them")]
+    OutsideBar0 { offset: u64, len: u64, size: u64 },
     #[error("unknown access width `{text}` (u8, u16 or u32)")]
     BadWidth { text: String },
     #[error("value {value:#x} does not fit a {bytes}-byte access")]
@@ -209,6 +211,7 @@ impl Trace {
         let mut buf = Vec::new();
         let mut ops = Vec::new();
         let mut dma_ids = HashSet::new();
+        let mut bar0: Option<u64> = None;
         let mut total: u64 = 0;
         let mut line = 0;
         let mut version = 0;
@@ -245,6 +248,24 @@ impl Trace {
                 if !dma_ids.insert(region.id) {
                     return Err(fail(TraceWhy::DuplicateDmaId { id: region.id.0 }));
                 }
+            }
+            // Register accesses must fit the BAR0 the trace itself declared
+            // (once it has: a trace may read registers before asking).
+            match &op {
+                TraceOp::Bars(bars) => bar0 = bars.iter().find(|b| b.index == 0).map(|b| b.bytes),
+                TraceOp::MmioRead { offset, data } | TraceOp::MmioWrite { offset, data } => {
+                    if let Some(size) = bar0 {
+                        let len = data.len() as u64;
+                        if offset.checked_add(len).is_none_or(|end| end > size) {
+                            return Err(fail(TraceWhy::OutsideBar0 {
+                                offset: *offset,
+                                len,
+                                size,
+                            }));
+                        }
+                    }
+                }
+                _ => {}
             }
             if ops.len() == MAX_TRACE_OPS {
                 return Err(fail(TraceWhy::TooManyOps {
@@ -880,7 +901,7 @@ mod tests {
             TraceOp::Bars(vec![
                 BarInfo {
                     index: 0,
-                    bytes: 0x400_0000,
+                    bytes: 0x2_0000_0000,
                 },
                 BarInfo {
                     index: 1,
@@ -959,7 +980,7 @@ mod tests {
                 "cfg_read 0x008 u32 = 0x030000a1",
                 "cfg_read 0xfff u8 = 0xff",
                 "cfg_write 0x004 u16 0x0002",
-                "bars = 0:0x4000000 1:0x10000000",
+                "bars = 0:0x200000000 1:0x10000000",
                 "mmio_read 0x000a00 4 = a100201b",
                 "mmio_read 0x100000000 0 = -",
                 "mmio_write 0x000a00 6 01000000ffee",
@@ -1071,6 +1092,30 @@ mod tests {
         );
         assert_eq!(error_of("bars = 0:64"), bad("BAR size", "64"));
         assert_eq!(error_of("bars = 256:0x10"), bad("BAR index", "256"));
+        // Register accesses past the trace's own BAR0 (once declared).
+        let past = Trace::parse(&format!(
+            "{TRACE_HEADER}\nmmio_read 0x88a828 4 = 00000000\nbars = 0:0x1000\nmmio_read 0xffc 4 = 00000000\nmmio_read 0x88a828 4 = 00000000\n"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            past,
+            TraceError {
+                line: 5,
+                why: TraceWhy::OutsideBar0 {
+                    offset: 0x88a828,
+                    len: 4,
+                    size: 0x1000
+                }
+            }
+        );
+        let wraps = Trace::parse(&format!(
+            "{TRACE_HEADER}\nbars = 0:0x1000\nmmio_write 0xffffffffffffffff 2 0000\n"
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(wraps.why, TraceWhy::OutsideBar0 { .. }),
+            "{wraps:?}"
+        );
         for (line, why) in [
             ("bars = 1:0x1000", "no BAR0"),
             ("bars =", "no BAR0"),
