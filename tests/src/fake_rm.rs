@@ -529,11 +529,15 @@ impl FakeModule {
                     value,
                     stamped,
                 } => {
-                    self.write_gpu(address, &value.to_le_bytes());
+                    // The clock before the payload: a reader that sees the
+                    // payload (the driver checks it) never pairs it with the
+                    // clock an earlier report left in the slot.
                     if stamped {
                         let ns = u64::try_from(self.clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
                         self.write_gpu(address + STAMP_CLOCK_OFFSET, &ns.to_le_bytes());
+                        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
                     }
+                    self.write_gpu(address, &value.to_le_bytes());
                     self.gpu_log.push(GpuEvent::Release { address, value });
                 }
                 Step::LocalMemory { per_tpc } => {
@@ -667,16 +671,18 @@ impl FakeModule {
                 bank0,
             });
             for r in d.releases.iter().filter(|r| r.enable) {
+                if r.structure_size == StructureSize::FourWords {
+                    // A four-word report: the engine's clock after the
+                    // payload in memory, written first (as above).
+                    let ns = u64::try_from(self.clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    self.write_gpu(r.address + STAMP_CLOCK_OFFSET, &ns.to_le_bytes());
+                    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+                }
                 if r.structure_size == StructureSize::OneWord && !r.payload64b {
                     // CAST: a one-word release writes the low word.
                     self.write_gpu(r.address, &(r.payload as u32).to_le_bytes());
                 } else {
                     self.write_gpu(r.address, &r.payload.to_le_bytes());
-                }
-                if r.structure_size == StructureSize::FourWords {
-                    // A four-word report: the engine's clock after the payload.
-                    let ns = u64::try_from(self.clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    self.write_gpu(r.address + STAMP_CLOCK_OFFSET, &ns.to_le_bytes());
                 }
                 self.gpu_log.push(GpuEvent::Release {
                     address: r.address,
