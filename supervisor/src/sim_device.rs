@@ -30,6 +30,32 @@ impl SimOpener {
     /// # Errors
     /// A chip the sim does not play, or no port to serve it on.
     pub fn start(chip: Option<&str>) -> Result<Arc<dyn Opener>, PciError> {
+        let served = ServedSim::start(chip)?;
+        let inner = TinyGpuOpener::new(served.server.endpoint(), TRANSPORT_TIMEOUT);
+        Ok(Arc::new(SimOpener {
+            inner,
+            chip: served.chip,
+            _server: served.server,
+            _dir: served.dir,
+        }))
+    }
+}
+
+/// A simulated card served on a unix socket in a directory of its own
+/// (removed with it): what `--device sim` and `macuda run --device sim`
+/// both start.
+pub struct ServedSim {
+    pub chip: SimChip,
+    pub server: Server<Card>,
+    pub dir: tempfile::TempDir,
+}
+
+impl ServedSim {
+    /// Start a simulated `chip` (gb202 when `None`).
+    ///
+    /// # Errors
+    /// A chip the sim does not play, or no socket to serve it on.
+    pub fn start(chip: Option<&str>) -> Result<ServedSim, PciError> {
         let name = chip.unwrap_or(DEFAULT_CHIP);
         let chip = SimChip::by_name(name).ok_or(PciError::Unsupported {
             backend: "sim",
@@ -46,13 +72,7 @@ impl SimOpener {
         let socket = dir.path().join("card.sock");
         let server = Server::start(&Listen::Unix(socket), Card::new(chip.clone()))
             .map_err(connect("a unix socket to serve the simulated card on"))?;
-        let inner = TinyGpuOpener::new(server.endpoint(), TRANSPORT_TIMEOUT);
-        Ok(Arc::new(SimOpener {
-            inner,
-            chip,
-            _server: server,
-            _dir: dir,
-        }))
+        Ok(ServedSim { chip, server, dir })
     }
 }
 

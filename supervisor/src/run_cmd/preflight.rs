@@ -9,50 +9,23 @@ use macuda_pci::{
     clear_bus_master, command_register, open_transport, open_transport_held, read_identity,
     CardLock, DeviceSpec, Opener, PciError, Transport, SYSFS_PCI_DEVICES,
 };
-use macuda_sim::{Card, Listen, Server, SimChip};
 use std::path::Path;
 use std::sync::Arc;
 
-/// A simulated card served for the step's life, on a unix socket in a
-/// directory of its own; the step reaches it as a TinyGPU card.
-pub struct StepSim {
-    chip: SimChip,
-    server: Server<Card>,
-    _dir: tempfile::TempDir,
-}
+/// A simulated card served for the step's life; the step reaches it as a
+/// TinyGPU card.
+pub struct StepSim(crate::sim_device::ServedSim);
 
 impl StepSim {
     /// # Errors
     /// A chip the sim does not play, or no socket to serve on.
     pub fn start(chip: Option<&str>) -> Result<StepSim, PciError> {
-        let name = chip.unwrap_or(crate::sim_device::DEFAULT_CHIP);
-        let chip = SimChip::by_name(name).ok_or(PciError::Unsupported {
-            backend: "sim",
-            what: "that chip (it plays gb202 or gh100)",
-        })?;
-        let connect = |what: &str| {
-            let what = what.to_string();
-            move |source| PciError::Connect { what, source }
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("macuda-run-sim")
-            .tempdir()
-            .map_err(connect("a directory for the simulated card's socket"))?;
-        let server = Server::start(
-            &Listen::Unix(dir.path().join("card.sock")),
-            Card::new(chip.clone()),
-        )
-        .map_err(connect("a unix socket to serve the simulated card on"))?;
-        Ok(StepSim {
-            chip,
-            server,
-            _dir: dir,
-        })
+        crate::sim_device::ServedSim::start(chip).map(StepSim)
     }
 
     /// The card as the step names it.
     pub fn spec(&self) -> DeviceSpec {
-        match self.server.endpoint() {
+        match self.0.server.endpoint() {
             Endpoint::Unix(path) => DeviceSpec::TinyGpu { socket: Some(path) },
             Endpoint::Tcp { host, port } => DeviceSpec::Remote { host, port },
         }
@@ -61,7 +34,7 @@ impl StepSim {
     pub fn describe(&self) -> String {
         format!(
             "a simulated {} served by the runner for the step, as {}",
-            self.chip.name.to_uppercase(),
+            self.0.chip.name.to_uppercase(),
             self.spec()
         )
     }
