@@ -1,14 +1,16 @@
 //! `cudaError_t`: the codes our entry points answer with (values pinned to
 //! NVIDIA's headers in tests/layout.rs), their names and sentences, the
-//! per-thread last error, and the guard every entry point runs inside.
+//! per-thread last error, and the guard every entry point runs inside
+//! (with the switch tests use to make a guarded body panic).
 
 use macuda_core::find_in_chain;
 use macuda_submit::SubmitError;
 use macuda_supervisor::HostError;
 use std::cell::Cell;
 use std::ffi::{c_char, CStr};
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// A CUDA runtime error code, as the C ABI carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -209,6 +211,50 @@ pub fn peek_last() -> CudaError {
     LAST.with(|l| l.get())
 }
 
+/// Whether any thread ever armed an injected panic. A program never does,
+/// so there the guard pays this one relaxed load and nothing more; the
+/// per-thread flag is read only once this is on.
+static PANIC_ARMED_ANYWHERE: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The next guarded body on this thread panics.
+    static PANIC_ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The payload of an injected panic, so that a test's panic hook can tell
+/// it from a real one.
+pub const INJECTED_PANIC: &str = "macuda: a panic injected under an entry point";
+
+/// For tests (abi/tests/entry_panics.rs): the next body [`guard`] or
+/// [`guard_quiet`] runs on this thread panics, as a bug in the entry's
+/// work would, so that a test can see what the entry answers instead of
+/// unwinding into C. It is aimed at the calling thread so that other
+/// threads (the runtime's, or a test harness's other tests) never meet
+/// it.
+///
+/// The panic comes first in the body, before any argument is read: the
+/// guard's `catch_unwind` holds the whole body alike, so where in it the
+/// panic starts proves nothing more, and firing first lets a test call
+/// each entry with null pointers and no device, none of them touched.
+pub fn inject_panic() {
+    PANIC_ARMED.with(|a| a.set(true));
+    PANIC_ARMED_ANYWHERE.store(true, Ordering::Relaxed);
+}
+
+/// Disarm the panic [`inject_panic`] armed on this thread, and say
+/// whether it was still armed: after a call to an entry, true means the
+/// entry ran no guarded body (its work was outside every guard).
+pub fn disarm_injected_panic() -> bool {
+    PANIC_ARMED.with(|a| a.replace(false))
+}
+
+/// The first thing inside every guard: panic if this thread armed it.
+fn panic_if_injected() {
+    if PANIC_ARMED_ANYWHERE.load(Ordering::Relaxed) && PANIC_ARMED.with(|a| a.replace(false)) {
+        std::panic::panic_any(INJECTED_PANIC);
+    }
+}
+
 /// Run an entry point's body: a panic becomes `cudaErrorUnknown` (with the
 /// message on stderr, as nothing else can report it), an error is latched
 /// for `cudaGetLastError`, and a sticky error answers every call.
@@ -217,16 +263,15 @@ pub fn guard(f: impl FnOnce() -> Result<(), CudaError>) -> CudaError {
 }
 
 fn guard_counted(f: impl FnOnce() -> Result<(), CudaError>) -> CudaError {
-    let r = match catch_unwind(AssertUnwindSafe(f)) {
+    let body = || {
+        panic_if_injected();
+        f()
+    };
+    let r = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => CudaError::SUCCESS,
         Ok(Err(e)) => e,
         Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic with no message".to_string());
-            eprintln!("macuda: an entry point panicked: {msg}");
+            say_panic(p.as_ref());
             CudaError::UNKNOWN
         }
     };
@@ -238,10 +283,33 @@ fn guard_counted(f: impl FnOnce() -> Result<(), CudaError>) -> CudaError {
     r
 }
 
+/// A caught panic's message, on stderr: the caller gets only a code. It
+/// runs outside the `catch_unwind`, so a failed write is let go
+/// (`eprintln!` would panic on one, into C).
+fn say_panic(p: &(dyn std::any::Any + Send)) {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".to_string());
+    let _ = writeln!(std::io::stderr(), "macuda: an entry point panicked: {msg}");
+}
+
 /// As [`guard`], for entry points that must not touch the sticky state
-/// or the last error (the error queries themselves).
+/// or the last error (the error queries themselves) or that answer with
+/// something other than a code: a panic becomes `fallback`, its message
+/// on stderr.
 pub fn guard_quiet<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    crate::call_stats::counted(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback))
+    let body = || {
+        panic_if_injected();
+        f()
+    };
+    crate::call_stats::counted(|| {
+        catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|p| {
+            say_panic(p.as_ref());
+            fallback
+        })
+    })
 }
 
 #[cfg(test)]
@@ -294,6 +362,38 @@ mod tests {
         clear_sticky();
         assert_eq!(guard(|| Ok(())), CudaError::SUCCESS);
         let _ = take_last();
+    }
+
+    #[test]
+    fn an_injected_panic_hits_the_next_guarded_body_of_its_thread_only() {
+        let _turn = SERIAL.lock();
+        let _ = take_last();
+        inject_panic();
+        let elsewhere = std::thread::spawn(|| (guard(|| Ok(())), disarm_injected_panic()));
+        assert_eq!(
+            elsewhere.join().unwrap(),
+            (CudaError::SUCCESS, false),
+            "another thread is not hit"
+        );
+        let mut ran = false;
+        assert_eq!(
+            guard(|| {
+                ran = true;
+                Ok(())
+            }),
+            CudaError::UNKNOWN
+        );
+        assert!(!ran, "the panic comes before the body's work");
+        assert!(!disarm_injected_panic(), "spent by the one call");
+        assert_eq!(take_last(), CudaError::UNKNOWN);
+        assert_eq!(guard(|| Ok(())), CudaError::SUCCESS, "once only");
+        inject_panic();
+        assert_eq!(guard_quiet(7, || 1), 7);
+        assert_eq!(
+            peek_last(),
+            CudaError::SUCCESS,
+            "the quiet guard latches nothing"
+        );
     }
 
     #[test]

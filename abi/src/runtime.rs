@@ -218,13 +218,17 @@ fn register_exit() {
 }
 
 /// At exit: no more calls, then the Host's normal shutdown (the recovery
-/// contract's exit path).
+/// contract's exit path). libc calls it, so it runs in the quiet guard as
+/// an entry point does: a panic in the shutdown is said on stderr and the
+/// exit goes on, where unwinding into libc would abort the process.
 extern "C" fn on_exit() {
-    UNLOADING.store(true, Ordering::Release);
-    crate::call_stats::write_at_exit();
-    if let Some(rt) = started() {
-        rt.shutdown();
-    }
+    crate::error::guard_quiet((), || {
+        UNLOADING.store(true, Ordering::Release);
+        crate::call_stats::write_at_exit();
+        if let Some(rt) = started() {
+            rt.shutdown();
+        }
+    });
 }
 
 impl Runtime {

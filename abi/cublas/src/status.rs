@@ -4,6 +4,10 @@
 
 use std::ffi::CStr;
 
+/// The name and the sentence of a code that is none of ours, and what the
+/// string entries answer if they fail.
+pub const UNRECOGNIZED: &CStr = c"unrecognized status";
+
 /// A cuBLAS status code, as the C ABI carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(transparent)]
@@ -18,7 +22,7 @@ macro_rules! statuses {
             pub fn name(self) -> &'static CStr {
                 match self.0 {
                     $( $value => $cname, )+
-                    _ => c"unrecognized status",
+                    _ => UNRECOGNIZED,
                 }
             }
 
@@ -26,7 +30,7 @@ macro_rules! statuses {
             pub fn text(self) -> &'static CStr {
                 match self.0 {
                     $( $value => $text, )+
-                    _ => c"unrecognized status",
+                    _ => UNRECOGNIZED,
                 }
             }
         }

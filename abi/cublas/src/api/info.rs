@@ -1,18 +1,22 @@
 //! Status names and sentences, and the logger switch.
 
-use crate::guard::guard;
+use crate::guard::{guard, guard_value};
 use crate::log;
-use crate::status::Status;
+use crate::status::{Status, UNRECOGNIZED};
 use std::ffi::{c_char, c_int, CStr};
 
 #[no_mangle]
 pub extern "C" fn cublasGetStatusString(status: Status) -> *const c_char {
-    std::panic::catch_unwind(|| status.text().as_ptr()).unwrap_or(c"unrecognized status".as_ptr())
+    guard_value("cublasGetStatusString", UNRECOGNIZED.as_ptr(), || {
+        status.text().as_ptr()
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn cublasGetStatusName(status: Status) -> *const c_char {
-    std::panic::catch_unwind(|| status.name().as_ptr()).unwrap_or(c"unrecognized status".as_ptr())
+    guard_value("cublasGetStatusName", UNRECOGNIZED.as_ptr(), || {
+        status.name().as_ptr()
+    })
 }
 
 /// # Safety
@@ -47,6 +51,6 @@ mod tests {
         assert_eq!(name, c"CUBLAS_STATUS_INVALID_VALUE");
         // SAFETY: as above.
         let text = unsafe { CStr::from_ptr(cublasGetStatusString(Status(1234))) };
-        assert_eq!(text, c"unrecognized status");
+        assert_eq!(text, UNRECOGNIZED);
     }
 }
