@@ -21,6 +21,7 @@ const CRATES: &[&str] = &[
     "abi/cublas",
     "supervisor",
     "tests",
+    "tests/fuzz",
 ];
 
 fn workspace() -> PathBuf {

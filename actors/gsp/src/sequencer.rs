@@ -65,6 +65,14 @@ pub enum SequencerError {
     },
     #[error("a {what} of {us} us is longer than the {} s a script may make the driver wait", LONGEST_WAIT.as_secs())]
     TooLong { what: &'static str, us: u32 },
+    #[error("a {what} of {us} us at dword {at} is more than the {left_us} us left of the script's {budget_us} us of waiting")]
+    OverBudget {
+        what: &'static str,
+        us: u32,
+        at: usize,
+        left_us: u64,
+        budget_us: u64,
+    },
     #[error(
         "core operation {opcode} belongs to the SEC2 boot path, which this card does not take"
     )]
@@ -87,11 +95,29 @@ pub const DEFAULT_POLL: Duration = Duration::from_secs(4);
 /// minutes, and a script that asks for that would hang the driver.
 pub const LONGEST_WAIT: Duration = Duration::from_secs(10);
 
-/// Run the script in `message` (the RPC's payload) on `bus`.
+/// Run the script in `message` (the RPC's payload) on `bus`, all its
+/// waits together within [`LONGEST_WAIT`].
 ///
 /// # Errors
 /// A malformed script, a poll that ran out, a core operation, or the bus.
 pub fn run(bus: &mut dyn RegisterBus, message: &[u8]) -> Result<Ran, SequencerError> {
+    run_within(bus, message, LONGEST_WAIT)
+}
+
+/// [`run`], with the script's waits (delays and polls) together bounded
+/// by `budget`: each wait is bounded, but a script of many of them would
+/// otherwise hold the driver for their sum. A delay longer than what is
+/// left is refused before it starts; a poll waits at most what is left.
+///
+/// # Errors
+/// As [`run`], and [`SequencerError::OverBudget`].
+pub fn run_within(
+    bus: &mut dyn RegisterBus,
+    message: &[u8],
+    budget: Duration,
+) -> Result<Ran, SequencerError> {
+    let started = Instant::now();
+    let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     if message.len() < seq::HEADER_BYTES {
         return Err(SequencerError::Short { len: message.len() });
     }
@@ -149,6 +175,7 @@ pub fn run(bus: &mut dyn RegisterBus, message: &[u8]) -> Result<Ran, SequencerEr
                         us: timeout_us,
                     });
                 }
+                let patience = patience.min(budget.saturating_sub(started.elapsed()));
                 let start = Instant::now();
                 loop {
                     let last = reg(bus, addr)?;
@@ -174,6 +201,16 @@ pub fn run(bus: &mut dyn RegisterBus, message: &[u8]) -> Result<Ran, SequencerEr
                     return Err(SequencerError::TooLong {
                         what: "DELAY_US",
                         us: arg(0),
+                    });
+                }
+                let left = budget.saturating_sub(started.elapsed());
+                if delay > left {
+                    return Err(SequencerError::OverBudget {
+                        what: "DELAY_US",
+                        us: arg(0),
+                        at,
+                        left_us: micros(left),
+                        budget_us: micros(budget),
                     });
                 }
                 std::thread::sleep(delay);
@@ -302,6 +339,44 @@ mod tests {
                 }
             ),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_scripts_waits_together_stay_within_its_budget() {
+        // Each delay is allowed, their sum is not: before the budget, a
+        // script of such delays held the driver for as long as it liked.
+        const STEP_US: u32 = 20_000;
+        let budget = Duration::from_millis(50);
+        let mut regs = Regs::default();
+        let script: Vec<u32> = [opcode::DELAY_US, STEP_US].repeat(100);
+        let start = Instant::now();
+        let e = run_within(&mut regs, &message(&script, 256), budget).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SequencerError::OverBudget {
+                    what: "DELAY_US",
+                    at: 4,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(start.elapsed() < budget, "{:?}", start.elapsed());
+        // A poll that never succeeds ends with the budget, not its own
+        // (longer) timeout.
+        let poll = [opcode::REG_POLL, 0x20, 1, 1, 2_000_000, 0xE3];
+        let start = Instant::now();
+        let e = run_within(&mut regs, &message(&poll, 8), budget).unwrap_err();
+        assert!(
+            matches!(e, SequencerError::PollTimeout { error: 0xE3, .. }),
+            "{e}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
         );
     }
 }

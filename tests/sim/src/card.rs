@@ -37,6 +37,11 @@ const BAR0: u32 = 0;
 const BAR1: u32 = 1;
 /// BAR0 registers are 32 bits wide.
 const REGISTER_BYTES: u64 = 4;
+/// The longest one BAR0 access may be. Each register is modelled one at
+/// a time, so a read of the whole BAR (64 MiB, what one TinyGPU transfer
+/// may carry) held the server for seconds; drivers touch registers a few
+/// at a time, and the recorder already refuses longer accesses.
+const MAX_BAR0_ACCESS_BYTES: usize = macuda_pci::MAX_RECORDED_MMIO_BYTES;
 /// Shared mappings are scattered in segments of this size by default:
 /// with the 32-segment limit, 128 MiB a mapping.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 4 << 20;
@@ -418,6 +423,11 @@ impl Card {
     }
 
     fn bar0_check(&self, offset: u64, len: usize) -> Result<(), String> {
+        if len > MAX_BAR0_ACCESS_BYTES {
+            return Err(format!(
+                "a BAR0 access of {len} bytes at {offset:#x} is longer than the {MAX_BAR0_ACCESS_BYTES} one access may be"
+            ));
+        }
         let size = self.bar_size(BAR0);
         if offset.checked_add(len as u64).is_none_or(|end| end > size) {
             return Err(format!(

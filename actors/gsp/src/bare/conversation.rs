@@ -102,6 +102,8 @@ pub struct GspRpc {
     reply_wait: Duration,
     init_done: bool,
     sequencer_runs: Vec<Ran>,
+    /// All the waits of one CPU-sequencer script together.
+    sequencer_budget: Duration,
 }
 
 impl GspRpc {
@@ -113,12 +115,19 @@ impl GspRpc {
             reply_wait: DEFAULT_REPLY_WAIT,
             init_done: false,
             sequencer_runs: Vec::new(),
+            sequencer_budget: sequencer::LONGEST_WAIT,
         }
     }
 
     /// How long calls wait for their replies.
     pub fn set_reply_wait(&mut self, wait: Duration) {
         self.reply_wait = wait;
+    }
+
+    /// How long one CPU-sequencer script may wait in all (its delays and
+    /// polls); [`sequencer::LONGEST_WAIT`] unless set.
+    pub fn set_sequencer_budget(&mut self, budget: Duration) {
+        self.sequencer_budget = budget;
     }
 
     pub fn queue(&mut self) -> &mut RpcQueue {
@@ -292,7 +301,7 @@ impl GspRpc {
         };
         match m.function {
             event::GSP_RUN_CPU_SEQUENCER => {
-                let ran = sequencer::run(&mut Registers(bus), p)?;
+                let ran = sequencer::run_within(&mut Registers(bus), p, self.sequencer_budget)?;
                 tracing::debug!(commands = ran.commands, "ran GSP-RM's CPU-sequencer script");
                 self.sequencer_runs.push(ran);
             }

@@ -264,7 +264,9 @@ impl RpcQueue {
             }
         }
         let rx = u32_at(&header, tx_header::RX_HDR_OFF);
-        if rx < tx_header::BYTES as u32 || rx + 4 > ENTRY_OFF {
+        // The read pointer (4 bytes) at rxHdrOff must lie between the
+        // header and the elements; an offset near 2^32 must not wrap.
+        if rx < tx_header::BYTES as u32 || rx.checked_add(4).is_none_or(|end| end > ENTRY_OFF) {
             return Err(RpcError::StatusHeader {
                 field: "rxHdrOff",
                 got: rx,

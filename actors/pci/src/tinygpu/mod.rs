@@ -249,8 +249,17 @@ impl TinyGpuTransport {
     fn alloc_remote(&mut self, bytes: u64) -> Result<(DmaBacking, u64, Vec<DmaSegment>), PciError> {
         let (handle, pages) = self.conn.map_sysmem(bytes, false)?;
         let mut segments: Vec<DmaSegment> = Vec::new();
-        for p in pages {
+        for (i, p) in pages.into_iter().enumerate() {
+            // The server's list is not trusted: a page must end inside the
+            // bus address space before segments are measured by its end.
+            if p.checked_add(SYSMEM_PAGE_BYTES).is_none() {
+                return Err(PciError::Protocol {
+                    command: wire::Command::MapSysmem.name(),
+                    what: format!("page {i} at {p:#x} runs past the end of the bus address space"),
+                });
+            }
             match segments.last_mut() {
+                // The segment's end is its last page's, checked above.
                 Some(s) if s.bus_addr + s.bytes == p => s.bytes += SYSMEM_PAGE_BYTES,
                 _ => segments.push(DmaSegment {
                     bus_addr: p,
