@@ -220,14 +220,12 @@ impl HostError {
                 source: Box::new(source),
             },
             ReportCause::Interrupted => HostError::Interrupted { report },
-            ReportCause::Exit => HostError::Down {
-                cause: "exit".to_string(),
-                report,
-            },
-            ReportCause::BootFailed { step, .. } => HostError::Down {
-                cause: format!("our boot stopped at {step}"),
-                report,
-            },
+            ReportCause::Exit | ReportCause::BootFailed { .. } | ReportCause::Incident { .. } => {
+                HostError::Down {
+                    cause: outcome.cause.summary(),
+                    report,
+                }
+            }
         }
     }
 }
@@ -602,6 +600,19 @@ impl Host {
         self.sup.outcome()
     }
 
+    /// Wait up to `timeout` for the stack to go down (a recovery the
+    /// monitor runs on its own thread); the recovery's outcome, if it ran.
+    pub fn wait_down(&self, timeout: Duration) -> Option<Arc<RecoveryOutcome>> {
+        self.sup.wait_done(timeout)
+    }
+
+    /// The contained recoveries the monitor ran for incidents the actors
+    /// came through (a channel fault, a lost doorbell), oldest first; the
+    /// stack stayed up through each.
+    pub fn incidents(&self) -> Vec<Arc<RecoveryOutcome>> {
+        self.sup.incidents()
+    }
+
     /// What Ctrl-C does, without a signal.
     pub fn interrupt(&self) {
         let _ = self.events.send(SupervisorEvent::Interrupted);
@@ -620,12 +631,7 @@ impl Host {
     ) -> Result<T, HostError> {
         if let Some(o) = self.sup.outcome() {
             return Err(HostError::Down {
-                cause: match &o.cause {
-                    ReportCause::Failure { actor, .. } => format!("failure of `{actor}`"),
-                    ReportCause::Interrupted => "interrupt".to_string(),
-                    ReportCause::Exit => "exit".to_string(),
-                    ReportCause::BootFailed { step, .. } => format!("our boot stopped at {step}"),
-                },
+                cause: o.cause.summary(),
                 report: o.report.as_ref().ok().cloned(),
             });
         }
@@ -747,6 +753,7 @@ fn boot(
     )
     .map_err(|e| ("submit", e.into()))?;
     sup.adopt(join);
+    *sup.submit.lock() = Some(submit.clone());
     let (loader, join) = macuda_loader::spawn(
         config("loader").map_err(at("loader"))?,
         memory.clone(),

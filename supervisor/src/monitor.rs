@@ -1,9 +1,13 @@
 //! The supervision state shared by the Host and its monitor thread, the
 //! recovery contract, and the monitor loop that turns actor reports, missed
-//! deadlines and Ctrl-C into exactly one recovery per stack generation.
+//! deadlines and Ctrl-C into exactly one recovery per stack generation, and
+//! each incident an actor came through into a contained recovery that
+//! leaves the stack up.
 
 use crate::report::{unix_ms, CrashReport, RecoveryStep, ReportCause, REPORT_FORMAT};
-use macuda_core::{error_chain, ActorJoin, ActorStatus, Failure, StopOutcome, SupervisorEvent};
+use macuda_core::{
+    error_chain, ActorJoin, ActorStatus, Failure, Incident, StopOutcome, SupervisorEvent,
+};
 use macuda_pci::{clear_bus_master, Opener, Transport};
 use parking_lot::{Condvar, Mutex};
 use std::path::PathBuf;
@@ -44,6 +48,11 @@ pub(crate) struct Supervision {
     /// Bottom-up: pci first.
     pub joins: Mutex<Vec<ActorJoin>>,
     pub statuses: Mutex<Vec<Arc<ActorStatus>>>,
+    /// The submit actor, once it runs: a contained recovery asks it for
+    /// fresh channels.
+    pub submit: Mutex<Option<macuda_submit::SubmitHandle>>,
+    /// Every contained recovery this generation ran, oldest first.
+    incidents: Mutex<Vec<Arc<RecoveryOutcome>>>,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -89,6 +98,8 @@ impl Supervision {
             gsp_journal: Mutex::new(None),
             joins: Mutex::new(Vec::new()),
             statuses: Mutex::new(Vec::new()),
+            submit: Mutex::new(None),
+            incidents: Mutex::new(Vec::new()),
             state: Mutex::new(State::Running),
             changed: Condvar::new(),
         }
@@ -156,11 +167,16 @@ impl Supervision {
             ReportCause::BootFailed { step, .. } => {
                 tracing::error!(%step, "our boot stopped; recovering")
             }
+            ReportCause::Incident { actor, incident } => {
+                tracing::error!(actor = %actor, incident = %incident.headline(), "recovering from an incident")
+            }
         }
         let mut steps = Vec::new();
         if self.opener.owns_function() {
             match cause {
-                ReportCause::Failure { .. } => {
+                // An incident reaches here only through a contained
+                // recovery that could not be done: a failure.
+                ReportCause::Failure { .. } | ReportCause::Incident { .. } => {
                     let mut fresh = self.bus_master_off(&mut steps);
                     self.stop_actors(&mut steps);
                     self.function_reset(&mut steps, fresh.as_deref_mut());
@@ -212,6 +228,20 @@ impl Supervision {
                 });
             }
         }
+        let report = self.write_report(&cause, &steps);
+        let outcome = Arc::new(RecoveryOutcome {
+            cause,
+            steps,
+            report,
+        });
+        *self.state.lock() = State::Done(Arc::clone(&outcome));
+        self.changed.notify_all();
+        outcome
+    }
+
+    /// The crash report of one recovery, written whole into the report
+    /// directory: the path, or why it could not be written.
+    fn write_report(&self, cause: &ReportCause, steps: &[RecoveryStep]) -> Result<PathBuf, String> {
         let report = CrashReport {
             format: REPORT_FORMAT,
             build_id: crate::BUILD_ID.to_string(),
@@ -221,7 +251,7 @@ impl Supervision {
             device_line: self.device_line.lock().clone(),
             cause: cause.clone(),
             actors: self.statuses.lock().iter().map(|s| s.snapshot()).collect(),
-            recovery: steps.clone(),
+            recovery: steps.to_vec(),
             boot: self.gsp_journal.lock().as_ref().map(|j| {
                 let j = j.lock();
                 crate::report::BootTranscript {
@@ -239,14 +269,79 @@ impl Supervision {
             Ok(p) => tracing::info!(report = %p.display(), "crash report written"),
             Err(e) => tracing::error!(error = %e, "crash report not written"),
         }
+        report
+    }
+
+    /// Every contained recovery so far, oldest first.
+    pub fn incidents(&self) -> Vec<Arc<RecoveryOutcome>> {
+        self.incidents.lock().clone()
+    }
+
+    /// The contained recovery of an incident `actor` came through: what the
+    /// incident needs (fresh channels after a channel fault; a lost
+    /// doorbell was already rung again by the actor that saw its queue
+    /// stand still), then a report, and the stack stays up. Where what it
+    /// needs cannot be done, the stack cannot go on: the recovery contract
+    /// runs as for a failure.
+    pub fn contain(&self, actor: &str, incident: Incident) -> Arc<RecoveryOutcome> {
+        tracing::warn!(actor = %actor, incident = %incident.headline(), "containing an incident");
+        let mut steps = Vec::new();
+        let done = match &incident {
+            Incident::ChannelFault { .. } => self.fresh_channels(&mut steps),
+            Incident::DoorbellRungAgain { times } => timed(
+                &mut steps,
+                "ring the stalled queue's doorbell again",
+                || {
+                    Ok(format!(
+                        "rung {times} time(s) by `{actor}` as its wait saw the queue stand still; the wait went on"
+                    ))
+                },
+            ),
+        };
+        let cause = ReportCause::Incident {
+            actor: actor.to_string(),
+            incident,
+        };
+        let report = self.write_report(&cause, &steps);
         let outcome = Arc::new(RecoveryOutcome {
             cause,
             steps,
             report,
         });
-        *self.state.lock() = State::Done(Arc::clone(&outcome));
-        self.changed.notify_all();
+        self.incidents.lock().push(Arc::clone(&outcome));
+        if !done {
+            let failed = outcome.steps.iter().find(|s| !s.ok);
+            self.recover(ReportCause::Failure {
+                actor: actor.to_string(),
+                failure: Failure::Error {
+                    op: failed.map_or_else(String::new, |s| s.action.clone()),
+                    chain: failed.map(|s| vec![s.detail.clone()]).unwrap_or_default(),
+                },
+            });
+        }
         outcome
+    }
+
+    /// After a channel fault: the faulted channels destroyed and fresh ones
+    /// made, by the submit actor (which owns them), so work runs again.
+    fn fresh_channels(&self, steps: &mut Vec<RecoveryStep>) -> bool {
+        let submit = self.submit.lock().clone();
+        timed(
+            steps,
+            "replace the faulted channels with fresh ones",
+            || match submit {
+                None => Err("the submit actor is not running".to_string()),
+                Some(s) => s
+                    .reopen_channels()
+                    .map(|c| {
+                        format!(
+                            "fresh channels: compute token {:#x}, copy token {:#x}",
+                            c.compute.token, c.copy.token
+                        )
+                    })
+                    .map_err(|e| chain_text(&e)),
+            },
+        )
     }
 
     /// Step 1: through a connection of our own, never the failed actor's.
@@ -430,6 +525,15 @@ pub(crate) fn run_monitor(sup: Arc<Supervision>, events: flume::Receiver<Supervi
                 if sup.is_running() {
                     let (actor, failure) = sup.culprit(actor, op, after);
                     sup.recover(ReportCause::Failure { actor, failure });
+                }
+            }
+            Ok(SupervisorEvent::Incident {
+                actor,
+                generation,
+                incident,
+            }) => {
+                if generation == sup.generation && sup.is_running() {
+                    sup.contain(actor, incident);
                 }
             }
             Ok(SupervisorEvent::Interrupted) => {

@@ -2,7 +2,7 @@
 //! recovery did about it, written as MessagePack so they stay compact and
 //! typed, and read back by `macuda report`.
 
-use macuda_core::{ActorSnapshot, Failure, Outcome};
+use macuda_core::{ActorSnapshot, Failure, Incident, Outcome};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,13 @@ pub enum ReportCause {
         step: String,
         chain: Vec<String>,
     },
+    /// An actor came through `incident` and the supervisor's contained
+    /// recovery ran: the stack stayed up (unless that recovery failed,
+    /// which a second report, of a failure, then says).
+    Incident {
+        actor: String,
+        incident: Incident,
+    },
 }
 
 /// What our conversation with GSP-RM had done and said, for a report: a
@@ -60,6 +67,21 @@ impl ReportCause {
             ReportCause::Interrupted => "interrupt",
             ReportCause::Exit => "exit",
             ReportCause::BootFailed { .. } => "boot",
+            ReportCause::Incident { .. } => "incident",
+        }
+    }
+
+    /// What took the stack down (or, for an incident, what happened to
+    /// it), in a few words.
+    pub fn summary(&self) -> String {
+        match self {
+            ReportCause::Failure { actor, .. } => format!("failure of `{actor}`"),
+            ReportCause::Interrupted => "interrupt".to_string(),
+            ReportCause::Exit => "exit".to_string(),
+            ReportCause::BootFailed { step, .. } => format!("our boot stopped at {step}"),
+            ReportCause::Incident { actor, incident } => {
+                format!("incident in `{actor}`: {}", incident.headline())
+            }
         }
     }
 }
@@ -202,6 +224,13 @@ impl CrashReport {
                     let label = if i == 0 { "error:" } else { "caused by:" };
                     let _ = writeln!(s, "{label:<11} {c}");
                 }
+            }
+            ReportCause::Incident { actor, incident } => {
+                let _ = writeln!(
+                    s,
+                    "cause:      incident in actor `{actor}` (the stack stayed up)"
+                );
+                let _ = writeln!(s, "incident:   {}", incident.headline());
             }
         }
         if let Some(boot) = &self.boot {
@@ -371,6 +400,30 @@ mod tests {
         ] {
             assert!(text.contains(line), "`{line}` missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn an_incidents_report_says_the_stack_stayed_up_and_what_happened() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = CrashReport {
+            cause: ReportCause::Incident {
+                actor: "submit".into(),
+                incident: Incident::DoorbellRungAgain { times: 2 },
+            },
+            ..sample()
+        };
+        let path = r.write_into(dir.path()).unwrap();
+        assert!(path.to_string_lossy().ends_with("-incident.msgpack"));
+        let back = CrashReport::read(&path).unwrap();
+        assert_eq!(back, r);
+        let text = back.render();
+        for line in [
+            "cause:      incident in actor `submit` (the stack stayed up)",
+            "incident:   a queue stood still with work the device had not fetched: its doorbell was rung again (2 time(s))",
+        ] {
+            assert!(text.contains(line), "`{line}` missing from:\n{text}");
+        }
+        assert_eq!(back.failing_actor(), None, "an incident is no failure");
     }
 
     #[test]

@@ -212,3 +212,27 @@ pub fn connection_of(event: &CardEvent) -> u32 {
         | CardEvent::Doorbell { connection, .. } => *connection,
     }
 }
+
+/// Wait for the supervisor's contained recovery of an incident that `is`
+/// picks (the monitor runs it on its own thread).
+pub fn contained(
+    host: &Host,
+    is: impl Fn(&macuda_core::Incident) -> bool,
+) -> std::sync::Arc<macuda_supervisor::RecoveryOutcome> {
+    let waited = std::time::Instant::now();
+    loop {
+        let found = host
+            .incidents()
+            .into_iter()
+            .find(|o| matches!(&o.cause, macuda_supervisor::Cause::Incident { incident, .. } if is(incident)));
+        if let Some(o) = found {
+            return o;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "no contained recovery: {:?}",
+            host.incidents()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

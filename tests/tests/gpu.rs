@@ -520,6 +520,21 @@ fn expect_fault(host: &Host, stream: StreamId) -> macuda_gsp::ChannelFault {
     *f
 }
 
+/// The supervisor's contained recovery of the channel fault: fresh
+/// channels, a report, the stack up.
+fn fresh_channels(host: &Host) -> std::sync::Arc<macuda_supervisor::RecoveryOutcome> {
+    let recovered = macuda_tests::contained(host, |i| {
+        matches!(i, macuda_core::Incident::ChannelFault { .. })
+    });
+    assert!(
+        recovered.steps.iter().all(|s| s.ok),
+        "{:?}",
+        recovered.steps
+    );
+    assert!(recovered.report.is_ok(), "{:?}", recovered.report);
+    recovered
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU with NVIDIA's kernel module (tests/device/run.sh runs it)"]
 fn an_unmapped_address_is_reported_as_an_mmu_fault_and_fresh_channels_run_again() {
@@ -553,11 +568,8 @@ fn an_unmapped_address_is_reported_as_an_mmu_fault_and_fresh_channels_run_again(
             "the fault names the address: {f:?}"
         );
     }
-    let fresh = host.call(|s| s.submit.reopen_channels()).unwrap();
-    eprintln!(
-        "fresh channels: compute token {:#x}, copy token {:#x}",
-        fresh.compute.token, fresh.copy.token
-    );
+    let recovered = fresh_channels(&host);
+    eprintln!("the supervisor's contained recovery: {:?}", recovered.steps);
     let add = kernel(&host, "vector_add.size.fatbin", "vector_add");
     let took = vector_add(&host, &add, stream, 1 << 20);
     eprintln!("then vector_add on the fresh channels matched the CPU in {took:?}");
@@ -583,7 +595,7 @@ fn a_trap_is_reported_as_an_sm_error_not_an_mmu_fault_and_fresh_channels_run_aga
         f.xid == 13 || !f.sm_errors.is_empty(),
         "a trap is a GR exception / SM error: {f}"
     );
-    host.call(|s| s.submit.reopen_channels()).unwrap();
+    fresh_channels(&host);
     let add = kernel(&host, "vector_add.size.fatbin", "vector_add");
     let took = vector_add(&host, &add, stream, 1 << 20);
     eprintln!("then vector_add on the fresh channels matched the CPU in {took:?}");

@@ -4,6 +4,7 @@
 //! walks and records, copies that move real bytes, channel faults reported
 //! by Xid and debugger, and reopened channels that run again.
 
+use macuda_core::{FaultAction, FaultPlan, Incident};
 use macuda_gsp::{CopyPlacement, RmBackend};
 use macuda_hw::rm::{self, MmuFaultEntry, SmErrorState};
 use macuda_submit::{LaneItem, SubmitError};
@@ -11,7 +12,7 @@ use macuda_supervisor::{Host, HostError};
 use macuda_tests::direct_rm::DirectPath;
 use macuda_tests::fake_rm::{ArmedFault, FakeCall, GpuEvent};
 use macuda_tests::vector_add::VectorAdd;
-use macuda_tests::KernelWorld;
+use macuda_tests::{contained, KernelWorld};
 use std::time::Duration;
 
 #[test]
@@ -388,18 +389,24 @@ fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channel
             && text.contains("PTE fault on a READ at 0x700000001000"),
         "{text}"
     );
-    // Sticky: the next sync says the same, and the Host stays up.
-    let again = host.call(|s| s.submit.synchronize(stream)).unwrap_err();
-    assert!(
-        matches!(again, HostError::Submit(SubmitError::ChannelFault(_))),
-        "{again:?}"
+    // The submit actor told the supervisor, whose contained recovery
+    // replaced the channels and wrote a report; the Host stays up.
+    let recovered = contained(
+        &host,
+        |i| matches!(i, Incident::ChannelFault { fault } if fault.contains("MMU_ERR_FLT")),
     );
+    assert!(
+        recovered.steps.iter().all(|s| s.ok),
+        "{:?}",
+        recovered.steps
+    );
+    assert!(recovered.report.is_ok(), "{:?}", recovered.report);
+    assert_eq!(world.report_files().len(), 1, "one report, of the incident");
     assert!(
         host.outcome().is_none(),
         "a GPU fault is not an actor failure"
     );
-
-    let fresh = host.call(|s| s.submit.reopen_channels()).unwrap();
+    let fresh = host.call(|s| s.submit.channels()).unwrap();
     assert_ne!(fresh.compute.token, 0xA, "new channels, new tokens");
     host.call(|s| {
         s.submit
@@ -445,6 +452,66 @@ fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channel
             .contains("no MMU fault; 1 SM(s) recorded an error (SM 5"),
         "{f}"
     );
+}
+
+#[test]
+fn a_channel_fault_whose_fresh_channels_cannot_be_made_takes_the_stack_down_through_recovery() {
+    let world = KernelWorld::new(Duration::from_secs(10));
+    let host = world.start();
+    let v = VectorAdd::load(&host);
+    let buf = host.call(|s| s.memory.alloc_device(4096)).unwrap();
+    let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    host.faults()
+        .install(
+            "submit",
+            FaultPlan::new(FaultAction::Error, 1).on_kind("reopen_channels"),
+        )
+        .unwrap();
+    world.fake.0.lock().armed = Some(ArmedFault {
+        xid: 31,
+        sm_errors: Vec::new(),
+        mmu_faults: vec![MmuFaultEntry {
+            fault_address: 0x7000_0000_1000,
+            fault_type: 2,
+            access_type: 0,
+        }],
+    });
+    host.call(|s| {
+        s.submit
+            .launch(stream, v.record(buf.va, buf.va, buf.va, 64))
+    })
+    .unwrap();
+    let err = host.call(|s| s.submit.synchronize(stream)).unwrap_err();
+    assert!(
+        matches!(err, HostError::Submit(SubmitError::ChannelFault(_))),
+        "{err:?}"
+    );
+    // The contained recovery could not replace the channels: it says so,
+    // and the full contract runs (the stack is down, our channels stopped
+    // and our RM client freed).
+    let tried = contained(&host, |i| matches!(i, Incident::ChannelFault { .. }));
+    assert!(
+        tried
+            .steps
+            .iter()
+            .any(|s| !s.ok && s.action.contains("fresh")),
+        "{:?}",
+        tried.steps
+    );
+    let down = host
+        .wait_down(Duration::from_secs(30))
+        .expect("the full recovery ran");
+    assert!(
+        down.steps
+            .iter()
+            .any(|s| s.action.contains("free our RM objects") && s.ok),
+        "{:?}",
+        down.steps
+    );
+    assert!(matches!(
+        host.call(|s| s.submit.stats()),
+        Err(HostError::Down { .. })
+    ));
 }
 
 #[test]

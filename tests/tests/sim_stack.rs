@@ -4,18 +4,22 @@
 //! the channel on the sim; GSP-RM posts the robust-channel notice and
 //! keeps the MMU fault, and the stack reports it as a typed channel fault
 //! read over RPC (the debugger: SM error states first, MMU fault info as
-//! flagged), stays up, and runs again on fresh channels. A corrupted
+//! flagged), tells the supervisor, whose contained recovery replaces the
+//! channels and writes a report, and runs again. A corrupted
 //! reply from GSP-RM takes the stack down through recovery (report, bus
 //! mastering off); engines that stop are a bounded typed error; a card
 //! off the bus (all ones) is never taken for work done; a dropped
-//! doorbell is rung again; an address the card faults on is named.
+//! doorbell is rung again and the supervisor told; an address the card
+//! faults on is named.
 //! vector_add's results are the sim's model's (it executes no GPU code).
 
+use macuda_core::Incident;
 use macuda_loader::FunctionInfo;
 use macuda_pci::DeviceSpec;
 use macuda_sim::{Card, Listen, Server, SimChip};
 use macuda_submit::{KernelId, LaunchRecord, StreamId, SubmitError};
-use macuda_supervisor::{Host, HostConfig, HostError};
+use macuda_supervisor::{CrashReport, Host, HostConfig, HostError};
+use macuda_tests::contained;
 use std::time::Duration;
 
 /// The stack on a simulated GB202 this test serves (so it can look at the
@@ -137,30 +141,36 @@ fn an_unmapped_read_is_a_typed_mmu_fault_read_over_rpc_and_fresh_channels_run_ag
         "the fault names the address: {f:?}"
     );
 
-    {
-        let card = server.device();
-        // The sim stopped the compute channel (the first user channel's id
-        // is 1, after the golden channel's 0) on the read; the copy
-        // channel runs on.
-        let (compute, copy) = (card.channel_fault(1), card.channel_fault(2));
-        assert!(
-            matches!(compute, Some(macuda_sim::channel::ChannelFault::Mmu { .. })),
-            "{compute:?}"
-        );
-        assert!(copy.is_none(), "{copy:?}");
-    }
-    let fresh = host.call(|s| s.submit.reopen_channels()).unwrap();
-    eprintln!(
-        "fresh channels: compute token {:#x}, copy token {:#x}",
-        fresh.compute.token, fresh.copy.token
+    // The supervisor heard of it as the submit actor latched it, and its
+    // contained recovery replaced the channels: a report, fresh channels,
+    // and the stack still up.
+    let contained = contained(&host, |i| matches!(i, Incident::ChannelFault { .. }));
+    eprintln!("{:?}", contained.steps);
+    assert!(host.outcome().is_none(), "the stack stays up");
+    assert!(
+        contained
+            .steps
+            .iter()
+            .any(|s| s.ok && s.action.contains("fresh")),
+        "{:?}",
+        contained.steps
+    );
+    let report = CrashReport::read(contained.report.as_ref().expect("a report")).unwrap();
+    assert!(
+        report.render().contains("incident in actor `submit`"),
+        "{}",
+        report.render()
     );
     // The fresh channels are new to the card too: nothing of the old
     // ones' fault is left on them, and they run.
+    runs_right(&host, &k, stream, 4096);
+    let fresh = host.call(|s| s.submit.channels()).unwrap();
     {
         let card = server.device();
-        assert!(card.channel_fault(1).is_none() && card.channel_fault(2).is_none());
+        for token in [fresh.compute.token, fresh.copy.token] {
+            assert!(card.channel_fault(token).is_none(), "channel {token}");
+        }
     }
-    runs_right(&host, &k, stream, 4096);
     let outcome = host.shutdown();
     assert!(outcome.steps.iter().all(|s| s.ok), "{:?}", outcome.steps);
 }
@@ -312,10 +322,18 @@ fn an_address_the_card_faults_on_is_a_typed_mmu_fault_naming_it() {
         f.mmu_faults.iter().any(|m| m.address >> 12 == c.va >> 12),
         "{f:?}"
     );
+    // The supervisor's contained recovery: fresh channels, and the stack
+    // runs again without the caller doing anything.
+    let contained = contained(
+        &host,
+        |i| matches!(i, Incident::ChannelFault { fault } if fault.contains("MMU")),
+    );
+    assert!(contained.report.is_ok(), "{:?}", contained.report);
     assert!(
         host.outcome().is_none(),
         "a channel fault leaves the stack up"
     );
+    runs_right(&host, &k, stream, 256);
 }
 
 #[test]
@@ -330,4 +348,21 @@ fn a_dropped_doorbell_is_rung_again_and_the_work_completes() {
     runs_right(&host, &k, stream, 4096);
     let stats = host.call(|s| s.submit.stats()).unwrap();
     assert!(stats.doorbells_rerung >= 1, "{stats:?}");
+    // The supervisor heard of the lost doorbell and wrote it down; the
+    // stack stayed up.
+    let contained = contained(
+        &host,
+        |i| matches!(i, Incident::DoorbellRungAgain { times } if *times >= 1),
+    );
+    assert!(
+        contained.steps.iter().all(|s| s.ok),
+        "{:?}",
+        contained.steps
+    );
+    let report = CrashReport::read(contained.report.as_ref().expect("a report")).unwrap();
+    assert_eq!(report.cause.word(), "incident");
+    assert!(
+        host.outcome().is_none(),
+        "a lost doorbell leaves the stack up"
+    );
 }

@@ -46,6 +46,35 @@ impl Failure {
     }
 }
 
+/// Something the device did that an actor came through with its own state
+/// intact, but that leaves the stack short of what it needs to go on as
+/// before: the supervisor hears of it as it happens and runs its contained
+/// recovery (a report, then whatever the incident needs), where a
+/// [`Failure`] takes the whole stack down.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Incident {
+    /// RM stopped our channels (an MMU fault, an engine exception): the
+    /// work they held will not run, and nothing more runs on them; fresh
+    /// channels are needed. `fault` is RM's account, as the actor read it.
+    ChannelFault { fault: String },
+    /// A queue stood still with entries Host had not fetched, and its
+    /// doorbell was rung again `times` times before the wait ended: a
+    /// doorbell the device lost.
+    DoorbellRungAgain { times: u64 },
+}
+
+impl Incident {
+    /// One line naming what happened.
+    pub fn headline(&self) -> String {
+        match self {
+            Incident::ChannelFault { fault } => format!("channel fault: {fault}"),
+            Incident::DoorbellRungAgain { times } => format!(
+                "a queue stood still with work the device had not fetched: its doorbell was rung again ({times} time(s))"
+            ),
+        }
+    }
+}
+
 /// Messages that flow up to the supervisor. The channel carrying them is
 /// unbounded so that no actor can block on reporting (no bounded cycle).
 #[derive(Debug, Clone)]
@@ -62,6 +91,13 @@ pub enum SupervisorEvent {
         actor: &'static str,
         op: &'static str,
         after: Duration,
+    },
+    /// An actor came through `incident` and goes on; the supervisor runs
+    /// its contained recovery.
+    Incident {
+        actor: &'static str,
+        generation: u64,
+        incident: Incident,
     },
     /// Ctrl-C, or a host-requested interruption.
     Interrupted,

@@ -1,5 +1,5 @@
 use crate::error::{error_chain, ActorError, ActorFault, Severity};
-use crate::event::{Failure, SupervisorEvent};
+use crate::event::{Failure, Incident, SupervisorEvent};
 use crate::fault::{FaultAction, FaultSwitch};
 use crate::status::{ActorStatus, Outcome};
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, SendTimeoutError, Sender};
@@ -44,6 +44,41 @@ pub struct ActorConfig {
     pub keep_recent: usize,
     pub events: flume::Sender<SupervisorEvent>,
     pub faults: FaultSwitch,
+}
+
+impl ActorConfig {
+    /// What the actor keeps to tell the supervisor of incidents as they
+    /// happen, from inside any handler.
+    pub fn incidents(&self) -> IncidentReporter {
+        IncidentReporter {
+            actor: self.name,
+            generation: self.generation,
+            events: self.events.clone(),
+        }
+    }
+}
+
+/// An actor's line to the supervisor for [`Incident`]s: unlike a fatal
+/// error, which the harness reports when a handler returns it, an incident
+/// is the actor's own judgement, made where it sees the device misbehave.
+#[derive(Clone)]
+pub struct IncidentReporter {
+    actor: &'static str,
+    generation: u64,
+    events: flume::Sender<SupervisorEvent>,
+}
+
+impl IncidentReporter {
+    /// Never blocks (the events channel is unbounded); a supervisor that
+    /// has gone hears nothing, which is not the actor's problem.
+    pub fn report(&self, incident: Incident) {
+        tracing::warn!(actor = self.actor, incident = %incident.headline(), "incident reported to the supervisor");
+        let _ = self.events.send(SupervisorEvent::Incident {
+            actor: self.actor,
+            generation: self.generation,
+            incident,
+        });
+    }
 }
 
 /// The blocking, cloneable face of an actor. Every call carries the actor's

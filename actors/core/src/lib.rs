@@ -20,11 +20,11 @@ mod protocol;
 mod status;
 
 pub use error::{error_chain, find_in_chain, ActorError, ActorFault, Severity};
-pub use event::{Failure, SupervisorEvent};
+pub use event::{Failure, Incident, SupervisorEvent};
 pub use fault::{fault_at, FaultAction, FaultPlan, FaultSwitch, ParseFaultError};
 pub use harness::{
-    spawn, spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx, Handle, Parking, Reply,
-    Request, StopOutcome, Waker,
+    spawn, spawn_with_background, wake_pair, ActorConfig, ActorJoin, Cx, Handle, IncidentReporter,
+    Parking, Reply, Request, StopOutcome, Waker,
 };
 pub use status::{ActorSnapshot, ActorStatus, InFlight, Outcome, RequestRecord};
 

@@ -16,7 +16,8 @@ use crate::sync_board::{Posted, SyncBoard, SyncWatch};
 use crate::templates::TokenTemplates;
 use crossbeam_queue::ArrayQueue;
 use macuda_core::{
-    actor_protocol, fault_at, ActorError, ActorFault, FaultAction, FaultSwitch, Severity, Waker,
+    actor_protocol, fault_at, ActorError, ActorFault, FaultAction, FaultSwitch, IncidentReporter,
+    Severity, Waker,
 };
 use macuda_gsp::{ChannelFault, ChannelSetup, Channels, Doorbell, GspHandle};
 use macuda_hw::gpfifo::ENTRY_BYTES;
@@ -192,6 +193,9 @@ struct SubmitActor {
     faults: FaultSwitch,
     /// This actor's name, as the supervisor gave it.
     actor_name: &'static str,
+    /// Tells the supervisor of a channel fault or a lost doorbell as it is
+    /// found, so its contained recovery runs (report, fresh channels).
+    incidents: IncidentReporter,
     /// A sync point posted for a caller's own wait: once the caller has
     /// seen it done, and nothing was issued since, the next token starts
     /// over as after a mailbox sync.

@@ -317,6 +317,7 @@ pub fn spawn(
         posted_sync: None,
         faults: config.faults.clone(),
         actor_name: config.name,
+        incidents: config.incidents(),
     };
     // Video memory is not zeroed: the timelines start at 0 or a stale
     // value would mark work done that never ran, and USERD starts empty.

@@ -4,6 +4,7 @@
 use super::SubmitActor;
 use crate::error::{QueueMarks, SubmitError};
 use crate::queue::{Queue, QueueKind};
+use macuda_core::{Incident, IncidentReporter};
 use macuda_gsp::{ChannelFault, Doorbell, GspHandle};
 use macuda_hw::push::{USERD_GP_GET, USERD_GP_PUT};
 use macuda_memory::{DeviceWindow, MemoryHandle};
@@ -109,6 +110,7 @@ impl SubmitActor {
             doorbell,
             windows,
             memory,
+            incidents,
             ..
         } = self;
         let q = match kind {
@@ -118,6 +120,7 @@ impl SubmitActor {
         let still = StandingStill {
             gsp,
             fault,
+            incidents,
             doorbell,
             windows,
             memory,
@@ -128,7 +131,8 @@ impl SubmitActor {
         (q, still)
     }
 
-    /// Doorbells a wait rang again: counted, and said once a time.
+    /// Doorbells a wait rang again: counted, said once a time, and told
+    /// to the supervisor as the incident it is (a doorbell the device lost).
     pub(super) fn note_rerung(&mut self, rerung: u64) {
         if rerung > 0 {
             self.stats.doorbells_rerung += rerung;
@@ -137,6 +141,8 @@ impl SubmitActor {
                 total = self.stats.doorbells_rerung,
                 "a queue stood still with GP entries Host had not fetched: its doorbell was rung again"
             );
+            self.incidents
+                .report(Incident::DoorbellRungAgain { times: rerung });
         }
     }
 
@@ -167,6 +173,7 @@ const RERING_AFTER: Duration = Duration::from_millis(200);
 pub(super) struct StandingStill<'a> {
     gsp: &'a GspHandle,
     fault: &'a mut Option<Box<ChannelFault>>,
+    incidents: &'a IncidentReporter,
     doorbell: &'a Doorbell,
     /// The CPU's views of video memory, where USERD is read; else the
     /// memory actor reads it (through the transport, on a card we boot).
@@ -190,7 +197,7 @@ impl StandingStill<'_> {
                 self.rerung += 1;
             }
         }
-        latch_fault(self.gsp, self.fault, deep)
+        latch_fault(self.gsp, self.fault, deep, self.incidents)
     }
 }
 
@@ -236,11 +243,13 @@ fn unfetched(
 }
 
 /// What RM reported against the channels, latched: once faulted, the
-/// queues stay stopped until they are reopened.
+/// queues stay stopped until they are reopened. The first report of a
+/// fault goes to the supervisor too, which reopens them.
 pub(super) fn latch_fault(
     gsp: &GspHandle,
     fault: &mut Option<Box<ChannelFault>>,
     deep: bool,
+    incidents: &IncidentReporter,
 ) -> Result<(), SubmitError> {
     if let Some(f) = fault {
         return Err(SubmitError::ChannelFault(f.clone()));
@@ -248,6 +257,9 @@ pub(super) fn latch_fault(
     match gsp.channel_fault(deep) {
         Ok(Some(f)) => {
             tracing::error!(fault = %f, "RM reported a channel fault");
+            incidents.report(Incident::ChannelFault {
+                fault: f.to_string(),
+            });
             let f = Box::new(f);
             *fault = Some(f.clone());
             Err(SubmitError::ChannelFault(f))
