@@ -10,7 +10,15 @@
 #   3. one real ggml-cuda unit (arange.cu) split for real: its device half
 #      by NVIDIA's nvcc from PyPI, its host half by clang 19 against the
 #      CUDA 12.8 headers, and `macuda inspect` finds the kernel in the host
-#      object's embedded fat binary. Skipped (and said) without clang 19.
+#      object's embedded fat binary. Skipped (and said) without clang 19;
+#   4. a decode-shaped program of ours (toy/toy_decode.cu; llama.cpp's
+#      whole split build does not fit CI, see the README) split the same
+#      way for sm_120a, the null device's GB202, linked with our release
+#      libcudart.a (cargo builds it) and no NVIDIA library, and run on the
+#      null device by per-token.sh at 16 and 80 tokens. Fails unless each
+#      token is one replay of the graph's kernels and four runtime calls,
+#      every token's input comes back intact, and the logits stay zero
+#      (the null device runs no kernel). Skipped with step 3.
 #
 #   tests/split/check.sh MACUDA     (the built macuda binary)
 set -euo pipefail
@@ -74,7 +82,7 @@ echo "relink.py: ours ahead of ggml's archives; a line without the CPU backend o
 # 3. One real unit, split.
 clang=${CLANG:-$(command -v clang++-19 || true)}
 if [ -z "$clang" ]; then
-    echo "skipped: one ggml-cuda unit split for real: clang 19 is not installed"
+    echo "skipped: one ggml-cuda unit split for real, and our decode-shaped program split and run on the null device: clang 19 is not installed"
     exit 0
 fi
 llama=$scratch/llama-src
@@ -94,3 +102,39 @@ grep -q "input: host object" <<<"$seen" && grep -q "kernel _Z10arange_f32Pfiff" 
     || fail "the host object's fat binary: $seen"
 nm "$scratch/arange.o" | grep -q " U __cudaRegisterFunction" || fail "no registration in the host half"
 echo "one ggml-cuda unit (arange.cu) split: nvcc's fat binary inside clang's host object, its kernel registered"
+
+# 4. Our decode-shaped program, split for sm_120a, on the null device.
+started=$SECONDS
+toy=$here/toy/toy_decode.cu
+# The line .ci/run builds macuda with: nothing more to build there, and the
+# two targets share their dependencies' builds.
+cargo build -q --release -p macuda-supervisor --bin macuda -p macuda-abi --lib --manifest-path "$root/Cargo.toml"
+cudart=${CARGO_TARGET_DIR:-$root/target}/release/libcudart.a
+# As build.sh: SASS only; the host-only compile names an architecture this
+# clang knows (clang 19 predates sm_120) and compiles no device code.
+"$kit/bin/nvcc" --fatbin "--generate-code=arch=compute_120a,code=[sm_120a]" -std=c++17 -O3 \
+    -o "$scratch/toy_decode.fatbin" "$toy"
+clang_arch=sm_120a
+echo | "$clang" -x cuda --cuda-host-only -nocudalib -nocudainc --cuda-gpu-arch=$clang_arch -fsyntax-only - \
+    >/dev/null 2>&1 || clang_arch=sm_90
+"$clang" -x cuda --cuda-host-only -nocudalib --cuda-path="$headers" --cuda-gpu-arch=$clang_arch -Wno-unknown-cuda-version \
+    -std=c++17 -O2 -Xclang -fcuda-include-gpubinary -Xclang "$scratch/toy_decode.fatbin" \
+    -c "$toy" -o "$scratch/toy_decode.o" 2> "$scratch/clang.err" || { cat "$scratch/clang.err"; fail "the toy's host half"; }
+# Our static runtime's needs from the system (build.sh's our_system_libs).
+"$clang" -o "$scratch/toy_decode" "$scratch/toy_decode.o" "$cudart" -lpthread -ldl -lm -lrt -lgcc_s -lc
+if ldd "$scratch/toy_decode" | grep -Ei 'libcud|libcublas|libnvidia|libnvrtc'; then fail "the toy links an NVIDIA library"; fi
+runs=$scratch/toy-runs
+"$here/per-token.sh" --keep "$runs" toy_decode 16 80 "$scratch/toy_decode" @N@
+out=$(cat "$runs/run-80/out.txt")
+read -r _ launches _ graph _ calls _ < "$runs/per-token.txt"
+kernels=$(sed -n 's/^graph: \([0-9]*\) nodes (the shape.s \1 kernels).*/\1/p' <<<"$out")
+[ -n "$kernels" ] || fail "the toy's graph does not hold the kernels its shape implies: $out"
+[ "$launches" = "$kernels" ] && [ "$graph" = "$kernels" ] \
+    || fail "per token: $launches launches, $graph from graphs; the toy's graph has $kernels kernels"
+[ "$calls" = 4 ] || fail "per token: $calls runtime calls; the toy makes 4 (copy in, graph launch, copy back, sync)"
+grep -q '^decoded 80 tokens$' <<<"$out" || fail "the toy's output: $out"
+grep -qE '^inputs: 80 of 80 came back intact \(fnv-1a ([0-9a-f]{16}) sent, \1 back\)$' <<<"$out" \
+    || fail "the toy's inputs did not come back: $out"
+grep -q '^logits: sum of magnitudes 0, last token 0$' <<<"$out" \
+    || fail "the toy's logits changed on the null device, which runs no kernel: $out"
+echo "our decode-shaped program split for sm_120a: per token one graph of $kernels kernels and $calls runtime calls on the null device, inputs intact (step 4: $((SECONDS - started)) s)"
