@@ -11,7 +11,7 @@
 //! ABI. `MACUDA_LAUNCH_LOG=FILE` logs every launch as a JSON line.
 //!
 //! The files are layered one way (tests/tests/layering.rs holds them to
-//! it): leaves (`types`, `hash`, `names`, `launch_log`, `device`, `error`,
+//! it): leaves (`types`, `hash`, `launch_log`, `device`, `error`,
 //! `knobs`); the per-process tables (`state`); the [`runtime::Runtime`]
 //! that owns them and the Host; the operations on it (`resolve`,
 //! `memory`, `work`, `launch`, `graph`); the C entry points (`api`).
@@ -28,7 +28,6 @@ pub mod knobs;
 pub mod launch;
 pub mod launch_log;
 pub mod memory;
-pub mod names;
 pub mod profile_trace;
 pub mod resolve;
 pub mod runtime;

@@ -3,11 +3,11 @@
 //! device) into the loader's and submit's objects.
 
 use crate::error::CudaError;
-use crate::names::NameIndex;
 use crate::runtime::Runtime;
 use crate::state::registry::{
     default_dynamic_shared, loader_error, KernelEntry, Loaded, ModuleEntry, Resolved, VarEntry,
 };
+use macuda_loader::names::NameIndex;
 use macuda_loader::{GlobalInfo, LoaderError};
 use std::sync::atomic::Ordering;
 

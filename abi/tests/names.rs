@@ -4,7 +4,7 @@
 //! sm_90 cubin of the same source. Each of the reference's three
 //! differences (4.6) appears, and each is what tells the names apart.
 
-use cudart::names::{comparable, NameIndex};
+use macuda_loader::names::{comparable, NameIndex};
 
 const CUBIN: &[u8] = include_bytes!("../../tests/cuda/fixtures/names.sm_90.cubin");
 const CLANG_MACOS: &str = include_str!("../../tests/cuda/clang/names.macos.txt");

@@ -68,9 +68,10 @@ done
 [ ${#phases[@]} -gt 0 ] || { echo "name a phase: device, host, cpu, link or all" >&2; exit 2; }
 # SASS only (-real): our loader runs the cubin; PTX would only double the
 # fat binaries every program carries.
+# arch_list: the __CUDA_ARCH_LIST__ nvcc defines for it (both passes).
 case $arch in
-    sm_90) cmake_arch=90-real ;;
-    sm_120a) cmake_arch=120a-real ;;
+    sm_90) cmake_arch=90-real arch_list=900 ;;
+    sm_120a) cmake_arch=120a-real arch_list=1200 ;;
     *) echo "--arch: sm_90 (H200) or sm_120a (RTX 5090)" >&2; exit 2 ;;
 esac
 case $host in
@@ -219,7 +220,39 @@ phase_device() {
     python3 "$here/units.py" device "$config" "$fatbins" > "$work/device-jobs.txt"
     run_jobs "$work/device-jobs.txt" device
     python3 "$here/units.py" describe "$config" "$src" > "$units"
-    echo "device: $(python3 "$here/units.py" count "$units") units' fat binaries in $fatbins ($(du -sh "$fatbins" | cut -f1)) in $((SECONDS - started)) s"
+    # What the host halves need to name the kernels as nvcc did: the
+    # architecture list nvcc defines (CUB's namespace carries it) and this
+    # nvcc's CCCL headers (CUB's namespace carries its version too, and
+    # its kernels' template arguments differ between versions).
+    echo "$arch_list" > "$fatbins/arch-list"
+    rm -rf "$fatbins/cccl" && mkdir -p "$fatbins/cccl"
+    if [ -d "$kit/include/cccl" ]; then
+        cp -r "$kit/include/cccl/." "$fatbins/cccl/"
+    else
+        for d in cub thrust cuda nv; do cp -r "$kit/include/$d" "$fatbins/cccl/"; done
+    fi
+    echo "device: $(python3 "$here/units.py" count "$units") units' fat binaries in $fatbins ($(du -sh "$fatbins" | cut -f1), with nvcc's CCCL headers) in $((SECONDS - started)) s"
+}
+
+# Every kernel a host half registers must be one its fat binary holds, by
+# the names our runtime matches: `macuda inspect` reads clang's stubs from
+# each object (MACUDA, else this checkout's release build, made if
+# missing). A name the two compilers spell differently would otherwise
+# surface only when a program first launches that kernel.
+check_registrations() {
+    local objects=$1 macuda=${MACUDA:-${CARGO_TARGET_DIR:-$root/target}/release/macuda} bad=0 o seen
+    if [ ! -x "$macuda" ]; then
+        cargo build -q --release -p macuda-supervisor --bin macuda --manifest-path "$root/Cargo.toml"
+    fi
+    for o in "$objects"/*.o; do
+        seen=$("$macuda" inspect "$o" | grep -E "^registered by clang|^  not found: " || true)
+        if grep -q "not found" <<<"$seen"; then
+            echo "host: $(basename "$o"): $seen" >&2
+            bad=$((bad + 1))
+        fi
+    done
+    [ "$bad" = 0 ] || { echo "host: $bad host halves register kernels their fat binaries lack" >&2; exit 1; }
+    echo "host: every kernel each host half registers is in its fat binary"
 }
 
 phase_host() {
@@ -236,7 +269,11 @@ phase_host() {
         clang_arch=sm_90
         echo "host: this clang does not know $arch; its host-only compiles name $clang_arch (no device code is compiled)"
     fi
-    echo "host: $("$clang" --version | head -1), CUDA 12.8 headers, for $host"
+    if [ ! -d "$fatbins/cccl" ] || [ ! -f "$fatbins/arch-list" ]; then
+        echo "host: $fatbins has no cccl/ or arch-list (a device phase before they were kept): CUB's kernels will not match the device halves'; run the device phase again" >&2
+        exit 2
+    fi
+    echo "host: $("$clang" --version | head -1), CUDA 12.8 headers with the device nvcc's CCCL, for $host"
     rm -rf "$objects" && mkdir -p "$objects"
     python3 "$here/units.py" host "$units" "$fatbins" "$objects" "$clang" "$headers" "$clang_arch" "$src" \
         ${target:+"$target"} ${sysroot:+"$sysroot"} > "$work/host-jobs.txt"
@@ -245,6 +282,7 @@ phase_host() {
     python3 "$here/units.py" registry "$units" "$work" "$cxx" "$src" \
         ${target:+"$target"} ${sysroot:+"$sysroot"} > "$work/registry-job.txt"
     sh "$work/registry-job.txt" > "$log/registry.log" 2>&1 || { cat "$log/registry.log"; exit 1; }
+    check_registrations "$objects"
     rm -f "$work/libggml-cuda.a"
     ar rcs "$work/libggml-cuda.a" "$objects"/*.o
     echo "host: $(ls "$objects" | wc -l) host halves in libggml-cuda.a, and ggml-backend-reg-cuda.o, in $((SECONDS - started)) s"

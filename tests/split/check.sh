@@ -63,6 +63,15 @@ for want in "-x cuda --cuda-host-only -nocudalib --cuda-path=/cuda12 --cuda-gpu-
     grep -qF -- "$want" <<<"$host" || fail "host: \`$want\` missing from: $host"
 done
 if grep -q -- "--generate-code\|-MD\|forward-unknown" <<<"$host"; then fail "host: nvcc's own flags left in: $host"; fi
+grep -qF -- "-Wno-unknown-cuda-version -fclang-abi-compat=17" <<<"$host" || fail "host: not clang 17's mangling: $host"
+# With what the device phase keeps beside the fat binaries: nvcc's
+# architecture list and its CCCL headers, ahead of the CUDA path's.
+fat=$scratch/fat
+mkdir -p "$fat/cccl"
+echo 900 > "$fat/arch-list"
+host=$(python3 "$here/units.py" host "$scratch/units.json" "$fat" /obj clang++ /cuda12 sm_90 /here/llama)
+grep -qF -- "-fclang-abi-compat=17 -D__CUDA_ARCH_LIST__=900 -isystem $(cd "$fat/cccl" && pwd -P)" <<<"$host" \
+    || fail "host: the device compiler's architecture list and CCCL not passed: $host"
 reg=$(python3 "$here/units.py" registry "$scratch/units.json" /obj c++ /here/llama)
 grep -qF -- "c++ -DGGML_USE_CPU -DGGML_USE_CUDA -I /here/llama/ggml/include -O3 -c /here/llama/ggml/src/ggml-backend-reg.cpp -o /obj/ggml-backend-reg-cuda.o" <<<"$reg" \
     || fail "registry: $reg"
@@ -94,13 +103,15 @@ inc=(-I "$llama/ggml/src" -I "$llama/ggml/include")
 work=$scratch/work
 mkdir -p "$work"
 headers=$(work=$work; source <(sed -n '/^host_headers()/,/^}/p' "$here/build.sh"); host_headers)
-"$clang" -x cuda --cuda-host-only -nocudalib --cuda-path="$headers" --cuda-gpu-arch=sm_90 -Wno-unknown-cuda-version \
+"$clang" -x cuda --cuda-host-only -nocudalib --cuda-path="$headers" --cuda-gpu-arch=sm_90 -Wno-unknown-cuda-version -fclang-abi-compat=17 \
     -std=c++17 -O3 "${inc[@]}" -DGGML_CUDA_NO_VMM -Xclang -fcuda-include-gpubinary -Xclang "$scratch/arange.fatbin" \
     -c "$unit" -o "$scratch/arange.o" 2> "$scratch/clang.err" || { cat "$scratch/clang.err"; fail "clang's host half"; }
 seen=$("$macuda" inspect "$scratch/arange.o")
 grep -q "input: host object" <<<"$seen" && grep -q "kernel _Z10arange_f32Pfiff" <<<"$seen" \
     || fail "the host object's fat binary: $seen"
 nm "$scratch/arange.o" | grep -q " U __cudaRegisterFunction" || fail "no registration in the host half"
+grep -q "^registered by clang's host code: 1 kernels, every one found in the fat binaries$" <<<"$seen" \
+    || fail "the host half's registrations against its fat binary: $seen"
 echo "one ggml-cuda unit (arange.cu) split: nvcc's fat binary inside clang's host object, its kernel registered"
 
 # 4. Our decode-shaped program, split for sm_120a, on the null device.
@@ -117,11 +128,13 @@ cudart=${CARGO_TARGET_DIR:-$root/target}/release/libcudart.a
 clang_arch=sm_120a
 echo | "$clang" -x cuda --cuda-host-only -nocudalib -nocudainc --cuda-gpu-arch=$clang_arch -fsyntax-only - \
     >/dev/null 2>&1 || clang_arch=sm_90
-"$clang" -x cuda --cuda-host-only -nocudalib --cuda-path="$headers" --cuda-gpu-arch=$clang_arch -Wno-unknown-cuda-version \
+"$clang" -x cuda --cuda-host-only -nocudalib --cuda-path="$headers" --cuda-gpu-arch=$clang_arch -Wno-unknown-cuda-version -fclang-abi-compat=17 \
     -std=c++17 -O2 -Xclang -fcuda-include-gpubinary -Xclang "$scratch/toy_decode.fatbin" \
     -c "$toy" -o "$scratch/toy_decode.o" 2> "$scratch/clang.err" || { cat "$scratch/clang.err"; fail "the toy's host half"; }
 # Our static runtime's needs from the system (build.sh's our_system_libs).
 "$clang" -o "$scratch/toy_decode" "$scratch/toy_decode.o" "$cudart" -lpthread -ldl -lm -lrt -lgcc_s -lc
+"$macuda" inspect "$scratch/toy_decode.o" | grep -q "^registered by clang's host code: [0-9]* kernels, every one found in the fat binaries$" \
+    || fail "the toy's registrations against its fat binary: $("$macuda" inspect "$scratch/toy_decode.o" | grep -A3 '^registered')"
 if ldd "$scratch/toy_decode" | grep -Ei 'libcud|libcublas|libnvidia|libnvrtc'; then fail "the toy links an NVIDIA library"; fi
 runs=$scratch/toy-runs
 "$here/per-token.sh" --keep "$runs" toy_decode 16 80 "$scratch/toy_decode" @N@

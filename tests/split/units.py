@@ -17,7 +17,15 @@ registered. From those, and nothing written by hand:
   host     UNITS FATBINS OBJECTS CLANG CUDA_PATH ARCH SRC [TARGET [SYSROOT]]
            prints clang's host-only compile of each unit, embedding its fat
            binary (-fcuda-include-gpubinary): the unit's host half, whose
-           registration code hands the fat binary to our runtime
+           registration code hands the fat binary to our runtime. So that
+           its kernel names are the ones nvcc gave the device half, it
+           mangles as clang 17 did (clang 18 spells out the type of a
+           template parameter whose argument is a function template's
+           specialization, `Tn...`, which nvcc does not), defines
+           __CUDA_ARCH_LIST__ as nvcc did (FATBINS/arch-list: CUB's kernels
+           live in a namespace named after it and after CUB's version), and
+           reads CUB, Thrust and libcu++ from FATBINS/cccl, the headers of
+           the nvcc that compiled the device halves, ahead of CUDA_PATH's
   registry UNITS OBJECTS CXX SRC [TARGET [SYSROOT]]
            prints the compile of ggml-backend-reg.cpp with GGML_USE_CUDA
   count    UNITS
@@ -181,11 +189,33 @@ def placed(flags, src):
     return [f.replace(ROOT, src) for f in flags]
 
 
+# How clang mangled before version 18 (see `host` in the usage above).
+CLANG_ABI = "-fclang-abi-compat=17"
+
+
+def device_match_flags(fatbins):
+    """The flags that make a host half name its kernels as nvcc named the
+    device half's: the mangling, the architecture list nvcc defined, and
+    the device compiler's own CCCL headers (when the device phase kept
+    them)."""
+    flags = [CLANG_ABI]
+    arch_list = os.path.join(fatbins, "arch-list")
+    if os.path.exists(arch_list):
+        with open(arch_list) as f:
+            flags.append(f"-D__CUDA_ARCH_LIST__={f.read().strip()}")
+    cccl = os.path.join(fatbins, "cccl")
+    if os.path.isdir(cccl):
+        flags += ["-isystem", os.path.realpath(cccl)]
+    return flags
+
+
 def host(units, fatbins, objects, clang, cuda_path, arch, src, target=None, sysroot=None):
+    matching = device_match_flags(fatbins)
     for u in load(units)["units"]:
         fat = os.path.join(fatbins, u["name"] + ".fatbin")
         cmd = [clang, "-x", "cuda", "--cuda-host-only", "-nocudalib", f"--cuda-path={cuda_path}",
                f"--cuda-gpu-arch={arch}", "-Wno-unknown-cuda-version"]
+        cmd += matching
         cmd += target_flags(target, sysroot)
         cmd += placed(u["flags"], src)
         cmd += ["-Xclang", "-fcuda-include-gpubinary", "-Xclang", fat,

@@ -235,7 +235,6 @@ const ABI_LAYERS: &[(&str, &[&str])] = &[
         &[
             "types",
             "hash",
-            "names",
             "call_spans",
             "call_stats",
             "profile_trace",

@@ -5,9 +5,9 @@
 
 use crate::error::CudaError;
 use crate::hash::AddressMap;
-use crate::names::NameIndex;
 use macuda_loader::fatbin::{Fatbin, FatbinWrapper, CONTAINER_HEADER_LEN, WRAPPER_LEN};
 use macuda_loader::module::ModuleError;
+use macuda_loader::names::NameIndex;
 use macuda_loader::{FunctionInfo, GlobalInfo, LoaderError, ModuleId};
 use macuda_submit::KernelId;
 use parking_lot::Mutex;

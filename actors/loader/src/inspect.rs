@@ -7,6 +7,7 @@ use crate::cubin::{self, eiattr, Cubin};
 use crate::fatbin::{self, Compression, EntryKind, Fatbin, InputKind};
 use crate::image::Layout;
 use crate::module::ModuleError;
+use crate::registrations::{self, Registrations};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -36,6 +37,9 @@ pub struct Inspection {
     pub input: String,
     pub fatbins: Vec<Vec<EntryView>>,
     pub cubins: Vec<CubinView>,
+    /// For a host object clang compiled: the kernels its registration
+    /// code names, checked against the embedded cubins.
+    pub registrations: Option<Registrations>,
 }
 
 fn view_cubin(source: String, bytes: &[u8]) -> Result<CubinView, ModuleError> {
@@ -69,6 +73,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, ModuleError> {
                 input: "cubin".to_string(),
                 fatbins: Vec::new(),
                 cubins: vec![view_cubin("file".to_string(), bytes)?],
+                registrations: None,
             })
         }
         InputKind::Fatbin => ("fat binary", vec![bytes.to_vec()]),
@@ -114,10 +119,19 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, ModuleError> {
         }
         fatbins.push(entries);
     }
+    let registrations = registrations::clang_registered(bytes).map(|names| {
+        registrations::check(
+            &names,
+            cubins
+                .iter()
+                .flat_map(|v| v.cubin.kernels.iter().map(|k| k.name.clone())),
+        )
+    });
     Ok(Inspection {
         input: input.to_string(),
         fatbins,
         cubins,
+        registrations,
     })
 }
 
@@ -258,6 +272,25 @@ pub fn render(i: &Inspection) -> String {
             }
             Err(why) => {
                 let _ = writeln!(s, "  layout: cannot be loaded: {why}");
+            }
+        }
+    }
+    if let Some(r) = &i.registrations {
+        if r.unmatched.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nregistered by clang's host code: {} kernels, every one found in the fat binaries",
+                r.registered
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "\nregistered by clang's host code: {} kernels, {} not found in the fat binaries:",
+                r.registered,
+                r.unmatched.len()
+            );
+            for name in &r.unmatched {
+                let _ = writeln!(s, "  not found: {name}");
             }
         }
     }

@@ -16,6 +16,8 @@ pub mod fatbin;
 pub mod image;
 pub mod inspect;
 pub mod module;
+pub mod names;
+pub mod registrations;
 
 pub use actor::{
     spawn, FunctionInfo, GlobalInfo, LoaderHandle, LoaderRequest, LoaderService, LoaderStats,

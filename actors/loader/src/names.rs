@@ -108,6 +108,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_function_template_as_a_template_argument_matches_in_clangs_abi_17_mangling() {
+        // ggml-cuda's getrows.cu: nvcc's name, clang 19's with
+        // -fclang-abi-compat=17 (the split build's host halves), and clang
+        // 19's own, which spells the parameter's type out (`Tn...`).
+        let nvcc = comparable("_Z13k_get_rows_kqIfXadL_ZN46_INTERNAL_d3881d02_10_getrows_cu_a5ed39ba_116916dequantize_mxfp4IfEEvPKvlPT_iEEEvS3_PKiS5_ll5uint3mmmmmmmmm");
+        let clang17 = comparable("_ZL13k_get_rows_kqIfXadL_ZL16dequantize_mxfp4IfEvPKvlPT_iEEEvS2_PKiS4_ll5uint3mmmmmmmmm");
+        let clang19 = comparable("_ZL13k_get_rows_kqIfTnPFvPKvlPT_iEXadL_ZL16dequantize_mxfp4IfEvS1_lS3_iEEEvS1_PKiS3_ll5uint3mmmmmmmmm");
+        eprintln!("{nvcc:?}\n{clang17:?}\n{clang19:?}");
+        assert!(nvcc.is_some());
+        assert_eq!(nvcc, clang17);
+        assert_ne!(nvcc, clang19);
+    }
+
+    #[test]
     fn the_internal_namespace_and_linkage_marker_drop_out() {
         // The reference's pair (4.6), clang's and nvcc's.
         let clang = comparable("_Z6fptmplIXadL_ZL8static_ffEEEvPf").unwrap();
