@@ -180,7 +180,9 @@ if [[ $parts == *" fault "* ]]; then
     rc_f=$?
     MACUDA_REPORT_DIR="$d/reports" MACUDA_DEVICE=kernel LD_LIBRARY_PATH="$lib" simple >"$d/after.txt" 2>"$d/after.err"
     rc_a=$?
-    reports=$(ls "$d/reports"/*-failure.msgpack 2>/dev/null | wc -l)
+    # An actor's failure, or the supervisor's contained recovery of a
+    # channel fault (an incident): a report each.
+    reports=$(ls "$d/reports"/*-failure.msgpack "$d/reports"/*-incident.msgpack 2>/dev/null | wc -l)
     why=$(grep -m1 -i "cuda error" "$d/faulted.err")
     same=no
     [ -s "$f.stock.txt" ] && cmp -s "$f.stock.txt" "$d/after.txt" && same=yes
