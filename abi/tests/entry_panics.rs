@@ -28,7 +28,6 @@ use cudart::api::{
 use cudart::error::{disarm_injected_panic, inject_panic, INJECTED_PANIC};
 use cudart::types::{Dim3, RUNTIME_VERSION};
 use cudart::CudaError;
-use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_uint, c_void};
 use std::path::Path;
 use std::ptr::null_mut;
@@ -262,20 +261,6 @@ fn probes() -> Vec<Probe> {
     }
 }
 
-/// Injected panics are expected by the hundred: their reports would bury
-/// a real failure's, so the hook passes on only the others.
-fn hush_injected_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let others = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if info.payload().downcast_ref::<&str>() != Some(&INJECTED_PANIC) {
-                others(info);
-            }
-        }));
-    });
-}
-
 /// What went wrong with one probe, if anything.
 fn check(p: &Probe) -> Option<String> {
     let _ = cudaGetLastError();
@@ -313,14 +298,11 @@ fn check(p: &Probe) -> Option<String> {
 
 #[test]
 fn a_panic_under_any_entry_point_comes_back_as_its_code() {
-    hush_injected_panics();
+    entry_scan::hush_panics_carrying(INJECTED_PANIC);
     let probes = probes();
     let failures: Vec<String> = probes.iter().filter_map(check).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    let mut families: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in &probes {
-        *families.entry(p.family).or_default() += 1;
-    }
+    let families = entry_scan::by_family(probes.iter().map(|p| p.family));
     println!(
         "{} entry points in {} families: {families:?}",
         probes.len(),
@@ -331,24 +313,6 @@ fn a_panic_under_any_entry_point_comes_back_as_its_code() {
 #[test]
 fn every_entry_point_is_probed_or_exempt() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let defined = entry_scan::foreign_functions(&src);
-    let probes = probes();
-    let probed: BTreeSet<String> = probes.iter().map(|p| p.name.to_string()).collect();
-    assert_eq!(probed.len(), probes.len(), "an entry is probed twice");
-    let exempt: BTreeSet<String> = EXEMPT.iter().map(|(n, _)| n.to_string()).collect();
-    let unprobed: Vec<_> = defined
-        .iter()
-        .filter(|n| !probed.contains(*n) && !exempt.contains(*n))
-        .collect();
-    assert!(
-        unprobed.is_empty(),
-        "entries no probe calls (add each to probes(), or to EXEMPT with its reason): {unprobed:?}"
-    );
-    let gone: Vec<_> = probed
-        .union(&exempt)
-        .filter(|n| !defined.contains(*n))
-        .collect();
-    assert!(gone.is_empty(), "listed but not in the sources: {gone:?}");
-    let both: Vec<_> = probed.intersection(&exempt).collect();
-    assert!(both.is_empty(), "probed and exempt: {both:?}");
+    let probed: Vec<&str> = probes().iter().map(|p| p.name).collect();
+    entry_scan::assert_probed_or_exempt(&src, &probed, EXEMPT);
 }

@@ -348,6 +348,23 @@ fn a_kernel_with_a_stack_gets_local_memory_and_runs() {
     assert_eq!(world.fake.0.lock().kernels().len(), 1, "SKED let it run");
 }
 
+/// Where the armed MMU fault of the channel-fault tests reads.
+const FAULTED_VA: u64 = 0x7000_0000_1000;
+
+/// Xid 31: a PTE fault on a read at `va`, as the fake's next launch
+/// reports it.
+fn mmu_fault_at(va: u64) -> ArmedFault {
+    ArmedFault {
+        xid: 31,
+        sm_errors: Vec::new(),
+        mmu_faults: vec![MmuFaultEntry {
+            fault_address: va,
+            fault_type: 2,
+            access_type: 0,
+        }],
+    }
+}
+
 #[test]
 fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channels_run_again() {
     let world = KernelWorld::new(Duration::from_secs(10));
@@ -355,15 +372,7 @@ fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channel
     let v = VectorAdd::load(&host);
     let buf = host.call(|s| s.memory.alloc_device(4096)).unwrap();
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
-    world.fake.0.lock().armed = Some(ArmedFault {
-        xid: 31,
-        sm_errors: Vec::new(),
-        mmu_faults: vec![MmuFaultEntry {
-            fault_address: 0x7000_0000_1000,
-            fault_type: 2,
-            access_type: 0,
-        }],
-    });
+    world.fake.0.lock().armed = Some(mmu_fault_at(FAULTED_VA));
     host.call(|s| {
         s.submit
             .launch(stream, v.record(buf.va, buf.va, buf.va, 64))
@@ -382,7 +391,7 @@ fn a_channel_fault_is_reported_with_what_the_debugger_recorded_and_fresh_channel
     };
     assert_eq!(f.xid, 31);
     assert!(f.mmu_fault);
-    assert_eq!(f.mmu_faults[0].address, 0x7000_0000_1000);
+    assert_eq!(f.mmu_faults[0].address, FAULTED_VA);
     let text = f.to_string();
     assert!(
         text.contains("ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT")
@@ -467,15 +476,7 @@ fn a_channel_fault_whose_fresh_channels_cannot_be_made_takes_the_stack_down_thro
             FaultPlan::new(FaultAction::Error, 1).on_kind("reopen_channels"),
         )
         .unwrap();
-    world.fake.0.lock().armed = Some(ArmedFault {
-        xid: 31,
-        sm_errors: Vec::new(),
-        mmu_faults: vec![MmuFaultEntry {
-            fault_address: 0x7000_0000_1000,
-            fault_type: 2,
-            access_type: 0,
-        }],
-    });
+    world.fake.0.lock().armed = Some(mmu_fault_at(FAULTED_VA));
     host.call(|s| {
         s.submit
             .launch(stream, v.record(buf.va, buf.va, buf.va, 64))

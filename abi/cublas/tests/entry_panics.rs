@@ -29,7 +29,6 @@ use cublas::enums::property;
 use cublas::guard::{disarm_injected_panic, inject_panic, INJECTED_PANIC};
 use cublas::status::{Status, UNRECOGNIZED};
 use cublas::VERSION;
-use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::c_char;
 use std::path::Path;
 use std::ptr::{null, null_mut};
@@ -185,20 +184,6 @@ fn probes() -> Vec<Probe> {
     }
 }
 
-/// Injected panics are expected by the hundred: their reports would bury
-/// a real failure's, so the hook passes on only the others.
-fn hush_injected_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let others = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if info.payload().downcast_ref::<&str>() != Some(&INJECTED_PANIC) {
-                others(info);
-            }
-        }));
-    });
-}
-
 /// What went wrong with one probe, if anything.
 fn check(p: &Probe) -> Option<String> {
     inject_panic();
@@ -230,14 +215,11 @@ fn check(p: &Probe) -> Option<String> {
 
 #[test]
 fn a_panic_under_any_entry_comes_back_as_its_status() {
-    hush_injected_panics();
+    entry_scan::hush_panics_carrying(INJECTED_PANIC);
     let probes = probes();
     let failures: Vec<String> = probes.iter().filter_map(check).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    let mut families: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in &probes {
-        *families.entry(p.family).or_default() += 1;
-    }
+    let families = entry_scan::by_family(probes.iter().map(|p| p.family));
     println!(
         "{} entries in {} families: {families:?}",
         probes.len(),
@@ -248,24 +230,6 @@ fn a_panic_under_any_entry_comes_back_as_its_status() {
 #[test]
 fn every_entry_is_probed_or_exempt() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let defined = entry_scan::foreign_functions(&src);
-    let probes = probes();
-    let probed: BTreeSet<String> = probes.iter().map(|p| p.name.to_string()).collect();
-    assert_eq!(probed.len(), probes.len(), "an entry is probed twice");
-    let exempt: BTreeSet<String> = EXEMPT.iter().map(|(n, _)| n.to_string()).collect();
-    let unprobed: Vec<_> = defined
-        .iter()
-        .filter(|n| !probed.contains(*n) && !exempt.contains(*n))
-        .collect();
-    assert!(
-        unprobed.is_empty(),
-        "entries no probe calls (add each to probes(), or to EXEMPT with its reason): {unprobed:?}"
-    );
-    let gone: Vec<_> = probed
-        .union(&exempt)
-        .filter(|n| !defined.contains(*n))
-        .collect();
-    assert!(gone.is_empty(), "listed but not in the sources: {gone:?}");
-    let both: Vec<_> = probed.intersection(&exempt).collect();
-    assert!(both.is_empty(), "probed and exempt: {both:?}");
+    let probed: Vec<&str> = probes().iter().map(|p| p.name).collect();
+    entry_scan::assert_probed_or_exempt(&src, &probed, EXEMPT);
 }

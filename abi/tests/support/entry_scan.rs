@@ -11,8 +11,57 @@
 //! in the same file; a form it cannot follow fails loudly, as a silent
 //! miss would defeat the check.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+/// Keep the panics a test injects (their payload is `payload`) off
+/// stderr; any other panic is reported as before.
+pub fn hush_panics_carrying(payload: &'static str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let others = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&payload) {
+                others(info);
+            }
+        }));
+    });
+}
+
+/// How many probes each family has.
+pub fn by_family<'a>(families: impl IntoIterator<Item = &'a str>) -> BTreeMap<&'a str, usize> {
+    let mut counts = BTreeMap::new();
+    for f in families {
+        *counts.entry(f).or_default() += 1;
+    }
+    counts
+}
+
+/// Every foreign-ABI function under `src` is in `probed` or `exempt`
+/// (name, reason), never both, and each listed name is one the sources
+/// define.
+pub fn assert_probed_or_exempt(src: &Path, probed: &[&str], exempt: &[(&str, &str)]) {
+    let defined = foreign_functions(src);
+    let probed_set: BTreeSet<String> = probed.iter().map(|n| n.to_string()).collect();
+    assert_eq!(probed_set.len(), probed.len(), "an entry is probed twice");
+    let exempt: BTreeSet<String> = exempt.iter().map(|(n, _)| n.to_string()).collect();
+    let probed = probed_set;
+    let unprobed: Vec<_> = defined
+        .iter()
+        .filter(|n| !probed.contains(*n) && !exempt.contains(*n))
+        .collect();
+    assert!(
+        unprobed.is_empty(),
+        "entries no probe calls (add each to probes(), or to EXEMPT with its reason): {unprobed:?}"
+    );
+    let gone: Vec<_> = probed
+        .union(&exempt)
+        .filter(|n| !defined.contains(*n))
+        .collect();
+    assert!(gone.is_empty(), "listed but not in the sources: {gone:?}");
+    let both: Vec<_> = probed.intersection(&exempt).collect();
+    assert!(both.is_empty(), "probed and exempt: {both:?}");
+}
 
 /// The names of the functions with a foreign ABI that the `.rs` files
 /// under `src` define (the library's sources; `src/bin`, other targets,
