@@ -17,6 +17,13 @@
 # device nodes), then starts tests/llama/gate.sh with OURS_BIN pointing at
 # them (GATE_PARTS, default "decode ops"; GATE_DECODE_MODELS, default the
 # 1B and MoE Q4_0 models) and returns; gate-wait.sh reports it.
+#
+# Where target/device holds what tests/device/build.sh makes (carried
+# beside the archive), SPLIT_EXTRAS (default "bench-gpu gpu-tests") adds
+# the device checks that need no llama.cpp: `macuda bench gpu` beside
+# NVIDIA's loop and graph first, while the CPUs are idle (OUT/bench-gpu.txt),
+# and the GPU test binaries (gpu, kernel_rm) while stock's build runs
+# (OUT/gpu.txt, OUT/kernel_rm.txt), each line of the outcome in the log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "${1:-}" = start ] || { echo "usage: $0 start WORK OUT" >&2; exit 2; }
@@ -28,6 +35,21 @@ log=$out/split-device.txt
 jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 8)
 [ -e "$work/libggml-cuda.a" ] && [ -e "$work/libs/libcudart.a" ] \
   || { echo "no host halves or static libraries in $work" | tee -a "$log"; exit 1; }
+
+extras=" ${SPLIT_EXTRAS-bench-gpu gpu-tests} "
+export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
+mkdir -p "$MACUDA_REPORT_DIR"
+if [[ $extras == *" bench-gpu "* ]] && [ -x target/device/macuda ]; then
+  nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1 || true)}
+  ref=/tmp/macuda-launch-bench
+  if [ -n "$nvcc" ] && timeout 180 "$nvcc" -O2 -arch=sm_90 -o "$ref" tests/device/launch_bench.cu; then
+    timeout --kill-after=5 120 target/device/macuda --device kernel bench gpu --launches 200000 \
+      --reference "$ref" >"$out/bench-gpu.txt" 2>&1
+    echo "bench gpu: exit $?, $(grep '^gpu-launch:' "$out/bench-gpu.txt")" | tee -a "$log"
+  else
+    echo "bench gpu: no nvcc, or it failed on tests/device/launch_bench.cu" | tee -a "$log"
+  fi
+fi
 
 # Stock's nvcc build and the split CPU build share the CPUs; the link waits
 # for its own half only.
@@ -88,3 +110,12 @@ GATE_PARTS=${GATE_PARTS:-decode ops} \
     echo "$(date +%H:%M:%S) done" >>"$2/progress.txt"' _ "$out" "$gate_out" \
   >"$out/gate-log.txt" 2>&1 </dev/null &
 echo "gate starts when stock's build is done" | tee -a "$log"
+# The GPU is idle until then.
+if [[ $extras == *" gpu-tests "* ]]; then
+  for t in gpu kernel_rm; do
+    [ -x "target/device/$t" ] || continue
+    timeout --kill-after=5 150 "target/device/$t" --include-ignored --nocapture --test-threads=1 \
+      >"$out/$t.txt" 2>&1
+    echo "$t: exit $? ($(grep -h '^test result' "$out/$t.txt" | tail -1))" | tee -a "$log"
+  done
+fi
