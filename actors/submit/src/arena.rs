@@ -73,6 +73,10 @@ impl MirrorStore for Vec<u8> {
     }
 }
 
+/// A word of `DescriptorArena::delivered`: video memory holds it, or not yet.
+const HELD: u8 = 1;
+const OWED: u8 = 0;
+
 pub struct DescriptorArena {
     shadow: Vec<u8>,
     mirror: Box<dyn MirrorStore>,
@@ -83,7 +87,11 @@ pub struct DescriptorArena {
     /// Per word: whether video memory holds the mirror's value. Video
     /// memory starts with whatever was there, not zeros, so a word that was
     /// never delivered differs from the mirror whatever the two hold.
-    delivered: Vec<bool>,
+    /// Bytes (1 delivered, 0 not), not `bool`s: a flush asks of every span
+    /// it compares whether any of its words is owed, and a byte slice
+    /// answers that with a memchr where a `bool` slice is scanned one by
+    /// one (15% of the actor's time in `macuda bench launch`).
+    delivered: Vec<u8>,
     /// Spans handed to the GPU and the timeline value that retires them.
     in_flight: VecDeque<(Span, u64)>,
 }
@@ -118,7 +126,7 @@ impl DescriptorArena {
             restart_at_next: true,
             dirty: Vec::new(),
             diffing,
-            delivered: vec![false; capacity.div_ceil(PATCH_GRANULE) as usize],
+            delivered: vec![OWED; capacity.div_ceil(PATCH_GRANULE) as usize],
             in_flight: VecDeque::new(),
         }
     }
@@ -235,7 +243,7 @@ impl DescriptorArena {
     /// (the channels that delivered it were torn down mid-flight): every
     /// word goes again at its next flush.
     pub fn forget_delivered(&mut self) {
-        self.delivered.fill(false);
+        self.delivered.fill(OWED);
         self.in_flight.clear();
         self.dirty.clear();
         self.restart_at_next = true;
@@ -268,7 +276,7 @@ impl DescriptorArena {
                 let (a, b) = (p.offset as usize, p.end() as usize);
                 self.mirror.bytes_mut()[a..b].copy_from_slice(&self.shadow[a..b]);
                 let words = a / PATCH_GRANULE as usize..b.div_ceil(PATCH_GRANULE as usize);
-                self.delivered[words].fill(true);
+                self.delivered[words].fill(HELD);
                 plan.payload_bytes += p.len;
                 plan.patches.push(p);
             }
@@ -321,12 +329,12 @@ impl DescriptorArena {
         let known = &self.delivered[first_word..first_word + words];
         // The common case in a steady decode: nothing changed and all of
         // it was delivered; one compare of the whole span says so.
-        if s == m && !known.contains(&false) {
+        if s == m && !known.contains(&OWED) {
             return None;
         }
         let differs = |i: usize| {
             let g = PATCH_GRANULE as usize;
-            s[i * g..(i + 1) * g] != m[i * g..(i + 1) * g] || !known[i]
+            s[i * g..(i + 1) * g] != m[i * g..(i + 1) * g] || known[i] == OWED
         };
         let first = (0..words).find(|&i| differs(i))?;
         let last = (first..words).rev().find(|&i| differs(i))?;
