@@ -32,6 +32,9 @@
 #                     the longest do not start last); the cases do not
 #                     depend on timing, and the test's CPU reference, not
 #                     the GPU, is most of its time
+# OPS_FIRST="OP ..."  these ops of ours start ahead of the rest (what
+#                     failed in an earlier run, when the device time may
+#                     not last the whole suite)
 #
 # An op of ours that ended on our sync patience runs once more after the
 # rest, alone in this part (ops-OP.ours.alone.txt), and its line says what
@@ -118,8 +121,10 @@ ours_one() { # OP [SUFFIX]
   echo $((SECONDS - t0)) >"${o%.txt}.secs"
   plain "$o"
 }
-mapfile -t queue < <(for op in "${ops[@]}"; do echo "$(total "$out/ops-$op.stock.plain") $op"; done |
-  sort -s -k1,1nr | cut -d' ' -f2)
+first=" ${OPS_FIRST:-} "
+mapfile -t queue < <(for op in "${ops[@]}"; do
+    if [[ $first == *" $op "* ]]; then echo "-1 $op"; else echo "$(total "$out/ops-$op.stock.plain") $op"; fi
+  done | sort -s -k1,1nr | awk '$1 == -1 { print $2; next } { rest[n++] = $2 } END { for (i = 0; i < n; i++) print rest[i] }')
 jobs=${OPS_JOBS:-1}
 running=0
 for op in "${queue[@]}"; do
