@@ -83,6 +83,9 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 fatbins=${fatbins:-$work/fatbins}
 libs=${libs:-$work/libs}
+# Absolute: the phases run their tools from other directories.
+[ -d "$fatbins" ] && fatbins=$(cd "$fatbins" && pwd)
+[ -d "$libs" ] && libs=$(cd "$libs" && pwd)
 [ -e "$src/CMakeLists.txt" ] || "$root/tests/llama/source.sh" "$src"
 src=$(cd "$src" && pwd)
 units=$fatbins/units.json
