@@ -6,7 +6,9 @@
 #      commands embed each unit's fat binary, a registry without
 #      GGML_USE_CUDA is refused;
 #   2. relink.py on a made-up ninja link line: ours go ahead of ggml's own
-#      archives, a line without the CPU backend is refused;
+#      archives, a line without the CPU backend is refused; ops-ours.sh on
+#      a made-up test-backend-ops (a run that never tested CUDA0 is not a
+#      pass);
 #   3. one real ggml-cuda unit (arange.cu) split for real: its device half
 #      by NVIDIA's nvcc from PyPI, its host half by clang 19 against the
 #      CUDA 12.8 headers, and `macuda inspect` finds the kernel in the host
@@ -87,6 +89,33 @@ want='/usr/bin/c++ -O3 -DNDEBUG tests/CMakeFiles/t.dir/t.cpp.o -o /out/test-back
 if python3 "$here/relink.py" "${line/ggml\/src\/libggml-cpu.a /}" test-backend-ops /o "x" "" >/dev/null 2>&1; then fail "relink: no CPU backend accepted"; fi
 if python3 "$here/relink.py" "$line" llama-simple /o "x" "" >/dev/null 2>&1; then fail "relink: another program's line accepted"; fi
 echo "relink.py: ours ahead of ggml's archives; a line without the CPU backend or for another program refused"
+
+# 2b. ops-ours.sh on a made-up test-backend-ops: OPA passes both its
+# cases, OPB fails one, and OPC's run never tested CUDA0 (the runtime
+# could not open a card: test-backend-ops then skips the backend and
+# exits 0), which must not count as passed. OPS_FIRST=OPC runs it first.
+fake=$scratch/ops-fake
+mkdir -p "$fake"
+cat >"$fake/test-backend-ops" <<'FAKE'
+#!/usr/bin/env bash
+if [ "$1" = --list-ops ]; then printf 'GGML operations:\n  OPA\n  OPB\n  OPC\n\nTotal: 3 operations\n'; exit 0; fi
+op=$3
+if [ "$op" = OPC ]; then printf 'Testing 1 devices\n\nBackend 1/1: CPU\n  Skipping\n1/1 backends passed\n'; exit 0; fi
+echo "Backend 1/1: CUDA0"
+echo "  $op(ne=[1,1]): OK"
+if [ "$op" = OPB ]; then echo "[$op] ERR = 0.5 > 0.1   $op(ne=[2,1]): FAIL"; echo "  Backend CUDA0: FAIL"; exit 1; fi
+echo "  $op(ne=[2,1]): OK"
+echo "  Backend CUDA0: OK"
+FAKE
+chmod +x "$fake/test-backend-ops"
+ours_rc=0
+ours=$(JOBS=2 OPS_FIRST=OPC bash "$here/ops-ours.sh" "$fake" "$fake/out") || ours_rc=$?
+[ "$ours_rc" = 1 ] || fail "ops-ours.sh exited $ours_rc on a suite with a failure: $ours"
+[ "$(head -1 <<<"$ours")" = "OPC: CUDA0 was not tested (exit 0; see ops-OPC.txt)" ] || fail "ops-ours.sh: OPC first, untested: $ours"
+for want in "OPA: 2 cases, every one passed" "OPB: 1 passed, 1 failed, exit 1" "ops: 3; all passed: 1; open: 2; not run: 0"; do
+  grep -qF "$want" <<<"$ours" || fail "ops-ours.sh: no '$want' in: $ours"
+done
+echo "ops-ours.sh: a made-up suite read as made (a failure, and a run that never tested CUDA0 not counted)"
 
 # 3. One real unit, split.
 clang=${CLANG:-$(command -v clang++-19 || true)}
