@@ -342,6 +342,10 @@ fn a_dropped_doorbell_is_rung_again_and_the_work_completes() {
     let (host, server, _dir) = sim();
     let k = vector_add(&host);
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
+    // Everything before the fault has run, so the doorbell lost is one of
+    // the launch's. (Under CI's load this test once saw the work complete
+    // with no doorbell rung again; the cause is not known yet.)
+    host.call(|s| s.submit.synchronize(stream)).unwrap();
     server
         .device()
         .inject(macuda_sim::faults::DeviceFault::DropDoorbell { nth: 1 });
