@@ -45,16 +45,8 @@ mkdir -p "$MACUDA_REPORT_DIR"
 # Empty-kernel launches, ours beside NVIDIA's cudaLaunchKernel loop and a
 # CUDA graph, in one run, while the CPUs are still idle.
 if [ "$fresh" = yes ] && wants bench-gpu; then
-  nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)}
-  ref=/tmp/macuda-launch-bench
-  if [ -n "$nvcc" ] && timeout 180 "$nvcc" -O2 -arch=sm_90 -o "$ref" tests/device/launch_bench.cu; then
-    timeout --kill-after=5 120 target/device/macuda --device kernel bench gpu --launches 200000 \
-      --variants --reference "$ref" >"$out/bench-gpu.txt" 2>&1
-    echo "bench gpu: exit $?"
-    cat "$out/bench-gpu.txt"
-  else
-    echo "bench gpu: no nvcc, or it failed on tests/device/launch_bench.cu"
-  fi
+  bash tests/device/bench-gpu.sh "$out" --variants
+  cat "$out/bench-gpu.txt" 2>/dev/null
 fi
 # What one case of the op suite costs in runtime calls, NVIDIA's beside
 # ours (case-cost.sh), with the CPUs idle and then all busy (LOAD busy
@@ -76,11 +68,7 @@ else
   setsid nohup bash tests/llama/gate.sh >/tmp/macuda-gate.log 2>&1 </dev/null &
 fi
 if wants gpu-tests; then
-  for t in gpu kernel_rm; do
-    timeout --kill-after=5 300 "target/device/$t" --include-ignored --nocapture --test-threads=1 \
-      >"$out/$t.txt" 2>&1
-    echo "$t: exit $? ($(grep -h '^test result' "$out/$t.txt" | tail -1))"
-  done
+  bash tests/device/gpu-tests.sh "$out" 300
 fi
 # The summation order of the sgemm a mixture of experts' router makes,
 # NVIDIA's beside ours, and its outputs bit for bit (tests/device/cublas.sh's

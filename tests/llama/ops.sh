@@ -122,9 +122,9 @@ ours_one() { # OP [SUFFIX]
   plain "$o"
 }
 first=" ${OPS_FIRST:-} "
-mapfile -t queue < <(for op in "${ops[@]}"; do
-    if [[ $first == *" $op "* ]]; then echo "-1 $op"; else echo "$(total "$out/ops-$op.stock.plain") $op"; fi
-  done | sort -s -k1,1nr | awk '$1 == -1 { print $2; next } { rest[n++] = $2 } END { for (i = 0; i < n; i++) print rest[i] }')
+mapfile -t queue < <(for op in "${ops[@]}"; do [[ $first != *" $op "* ]] || echo "$op"; done
+  for op in "${ops[@]}"; do [[ $first == *" $op "* ]] || echo "$(total "$out/ops-$op.stock.plain") $op"; done |
+    sort -s -k1,1nr | cut -d' ' -f2)
 jobs=${OPS_JOBS:-1}
 running=0
 for op in "${queue[@]}"; do

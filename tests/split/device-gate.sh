@@ -40,15 +40,7 @@ extras=" ${SPLIT_EXTRAS-bench-gpu gpu-tests} "
 export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
 mkdir -p "$MACUDA_REPORT_DIR"
 if [[ $extras == *" bench-gpu "* ]] && [ -x target/device/macuda ]; then
-  nvcc=${NVCC:-$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1 || true)}
-  ref=/tmp/macuda-launch-bench
-  if [ -n "$nvcc" ] && timeout 180 "$nvcc" -O2 -arch=sm_90 -o "$ref" tests/device/launch_bench.cu; then
-    timeout --kill-after=5 120 target/device/macuda --device kernel bench gpu --launches 200000 \
-      --reference "$ref" >"$out/bench-gpu.txt" 2>&1
-    echo "bench gpu: exit $?, $(grep '^gpu-launch:' "$out/bench-gpu.txt")" | tee -a "$log"
-  else
-    echo "bench gpu: no nvcc, or it failed on tests/device/launch_bench.cu" | tee -a "$log"
-  fi
+  bash tests/device/bench-gpu.sh "$out" | tee -a "$log"
 fi
 
 # Stock's nvcc build and the split CPU build share the CPUs; the link waits
@@ -112,10 +104,5 @@ GATE_PARTS=${GATE_PARTS:-decode ops} \
 echo "gate starts when stock's build is done" | tee -a "$log"
 # The GPU is idle until then.
 if [[ $extras == *" gpu-tests "* ]]; then
-  for t in gpu kernel_rm; do
-    [ -x "target/device/$t" ] || continue
-    timeout --kill-after=5 150 "target/device/$t" --include-ignored --nocapture --test-threads=1 \
-      >"$out/$t.txt" 2>&1
-    echo "$t: exit $? ($(grep -h '^test result' "$out/$t.txt" | tail -1))" | tee -a "$log"
-  done
+  bash tests/device/gpu-tests.sh "$out" 150 | tee -a "$log"
 fi
