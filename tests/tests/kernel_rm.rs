@@ -590,7 +590,7 @@ fn vector_adds_on_the_gpu(
                 bank0: descs.va + (banks_at + (i + 1) * bank_stride) as u64,
                 bank0_bytes: format.cbank0_bytes(&desc),
             };
-            format.link_qmd(&mut qmd, &next).unwrap();
+            format.link_fields().unwrap().link(&mut qmd, &next).unwrap();
         } else {
             format.release_qmd(&mut qmd, sem.va, 1).unwrap();
         }

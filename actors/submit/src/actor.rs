@@ -1,7 +1,7 @@
 use crate::arena::{ArenaError, DescriptorArena};
 use crate::chain::{ChainDepth, OpenChain};
 use crate::command::CommandRegion;
-use crate::encode::{qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate};
+use crate::encode::{qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate, LinkFields};
 use crate::error::SubmitError;
 use crate::events::{EventTable, Stamp};
 use crate::lane::{
@@ -128,6 +128,8 @@ struct SubmitActor {
     /// nothing is handed over, and sync points say so.
     can: Capabilities,
     format: DeviceFormat,
+    /// How each QMD is linked to the next of its chain, from `format`.
+    link: LinkFields,
     config: SubmitConfig,
     kernels: Vec<KernelTemplate>,
     /// Streams are orderings over the shared queues: every stream's work

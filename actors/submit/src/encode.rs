@@ -7,8 +7,8 @@ use macuda_hw::cbank0::{self, DriverArea, DriverWords, BANK_ADDRESS_ALIGN, BANK_
 use macuda_hw::push::{FieldName, FormatError};
 use macuda_hw::qmd::{
     self, ApiVisibleCallLimit, BankPrefetch, CacheInvalidate, ConstantBank, CwdMembarType,
-    DependentAction, DependentSlot, LaunchDescriptor, ProgramPrefetchType, Qmd, QmdType,
-    QmdVersion, ReleaseSlot, SamplerIndex, SmConfig, StructureSize,
+    DependentAction, DependentSlot, LaunchDescriptor, ProgramPrefetchType, Qmd, QmdField, QmdPatch,
+    QmdType, QmdVersion, ReleaseSlot, SamplerIndex, SmConfig, StructureSize,
 };
 use macuda_hw::sm::{
     arch_limits, ArchLimits, BlockNeeds, CARVE_OUT_FLOOR_KIB, RESERVED_SHARED_PER_BLOCK,
@@ -119,7 +119,7 @@ pub const NEXT_BANK0_SLOT: usize = 5;
 /// which the grid prefetches after its own launch so the next one starts
 /// on warm caches instead of fetching both on the hand-over's critical
 /// path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NextGrid {
     pub qmd: u64,
     /// The next kernel's entry and the bytes of code from there.
@@ -517,6 +517,53 @@ pub struct KernelTemplate {
     cbank0: Vec<u8>,
 }
 
+/// Linking a launch's QMD to the next of its chain, as cheap as the
+/// launch itself: the barrier, the dependent slot's action, the prefetch's
+/// kind and the next-bank-0 binding's flags are the same for every link
+/// of a device, so they are recorded once as patches, and a link writes
+/// only where the next grid's QMD, code and bank 0 lie. (Setting each of
+/// those fields field by field cost as many instructions as building the
+/// launch.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkFields {
+    prefetch_next: bool,
+    always: QmdPatch,
+    next_bank0_flags: QmdPatch,
+    pointer: QmdField,
+}
+
+impl LinkFields {
+    /// Link `q` to `next`: when its grid completes, the engine launches
+    /// the next QMD; with the chain's `prefetch_next`, `q`'s grid
+    /// prefetches the next one's code and bank 0 after its own launch (a
+    /// kernel that binds bank `NEXT_BANK0_SLOT` itself keeps it).
+    ///
+    /// # Errors
+    /// An address or size the fields cannot hold, or a QMD of another
+    /// version.
+    pub fn link(&self, q: &mut Qmd, next: &NextGrid) -> Result<(), FormatError> {
+        self.always.apply(q)?;
+        if self.prefetch_next {
+            let (address, bytes) = code_prefetch(next.program, next.code_bytes);
+            q.set_program_prefetch_range(address, bytes)?;
+            if !q.constant_bank_valid(NEXT_BANK0_SLOT) {
+                self.next_bank0_flags.apply(q)?;
+                let bank = next_bank0(next);
+                q.set_constant_bank_place(NEXT_BANK0_SLOT, bank.address, bank.size)?;
+            }
+        }
+        if !next.qmd.is_multiple_of(QMD_ALIGN) {
+            return Err(FormatError::Misaligned {
+                field: self.pointer.field_name(),
+                value: next.qmd,
+                align: QMD_ALIGN,
+            });
+        }
+        // CAST: checked against the field width by `set`.
+        q.set(self.pointer, (next.qmd >> QMD_POINTER_SHIFT) as u32)
+    }
+}
+
 fn split(value: u64, shift: u32) -> (u32, u32) {
     let v = value >> shift;
     // CAST: the two halves of the shifted value.
@@ -626,33 +673,48 @@ impl DeviceFormat {
         Ok(())
     }
 
-    /// Link a QMD to the next of its chain (see [`DeviceFormat::link`]).
+    /// What linking a QMD to the next of its chain writes (see
+    /// [`DeviceFormat::link`]), with the fields every link sets alike
+    /// recorded once. Built when the chain tuning is final: a later change
+    /// to `chain` does not reach it.
     ///
     /// # Errors
-    /// An address the pointer field cannot hold.
-    pub fn link_qmd(&self, q: &mut Qmd, next: &NextGrid) -> Result<(), FormatError> {
-        let next_qmd = next.qmd;
-        q.set(
-            self.qmd.layout().cwd_membar_type,
-            self.chain.membar.membar() as u32,
-        )?;
-        if self.chain.prefetch_next {
-            let (address, bytes) = code_prefetch(next.program, next.code_bytes);
-            q.set_program_prefetch(address, bytes, ProgramPrefetchType::PrefetchPost)?;
-            if !q.constant_bank_valid(NEXT_BANK0_SLOT) {
-                q.set_constant_bank(NEXT_BANK0_SLOT, &next_bank0(next))?;
-            }
-        }
-        let d = &self.qmd.layout().dependents[0];
-        q.set(d.enable, 1)?;
-        q.set(d.action, self.chain.link.action() as u32)?;
-        q.set(d.prefetch, 1)?;
+    /// A QMD version without a dependent slot, or a tuning its fields
+    /// cannot hold.
+    pub fn link_fields(&self) -> Result<LinkFields, FormatError> {
+        let l = self.qmd.layout();
+        let d = &l.dependents[0];
         let pointer = d.pointer.ok_or(FormatError::NotInVersion {
             field: "DEPENDENT_QMD0_POINTER",
             version: self.qmd.name(),
         })?;
-        // CAST: checked against the field width by `set`.
-        q.set(pointer, (next_qmd >> 8) as u32)
+        let chain = self.chain;
+        let always = QmdPatch::record(self.qmd, |q| {
+            q.set(l.cwd_membar_type, chain.membar.membar() as u32)?;
+            q.set(d.enable, 1)?;
+            q.set(d.action, chain.link.action() as u32)?;
+            q.set(d.prefetch, 1)?;
+            if chain.prefetch_next {
+                q.set(
+                    l.program_prefetch_type,
+                    ProgramPrefetchType::PrefetchPost as u32,
+                )?;
+            }
+            Ok(())
+        })?;
+        // The flags of the next bank 0's binding; its place is each link's.
+        let next_bank0_flags = QmdPatch::record(self.qmd, |q| {
+            let mut bank = next_bank0(&NextGrid::default());
+            bank.address = 0;
+            bank.size = 0;
+            q.set_constant_bank(NEXT_BANK0_SLOT, &bank)
+        })?;
+        Ok(LinkFields {
+            prefetch_next: chain.prefetch_next,
+            always,
+            next_bank0_flags,
+            pointer,
+        })
     }
 
     /// The chain's tail releases the compute timeline: one 32-bit word.
@@ -762,6 +824,8 @@ pub struct LaunchShape {
 
 /// QMDs are 256-byte aligned (the dependent pointer stores the VA >> 8).
 pub const QMD_ALIGN: u64 = 256;
+/// How far a QMD's address is shifted in a dependent pointer.
+const QMD_POINTER_SHIFT: u32 = QMD_ALIGN.trailing_zeros();
 /// Bank 0 is 64-byte aligned (the QMD stores its VA >> 6).
 pub const CBANK0_ALIGN: u64 = BANK_ADDRESS_ALIGN;
 
@@ -1054,7 +1118,7 @@ mod tests {
                 slot(0x3_0000_0040, &mut cb, false),
             )
             .unwrap();
-            f.link_qmd(&mut q, &NEXT).unwrap();
+            f.link_fields().unwrap().link(&mut q, &NEXT).unwrap();
             f.release_qmd(&mut q, 0x5_0000_0000, 1 << 20).unwrap();
             let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
             f.link(&mut d, &NEXT);
@@ -1104,6 +1168,95 @@ mod tests {
             )
             .unwrap();
             assert_eq!(reused, full_cb, "sm_{sm}: bank 0 over a held template");
+        }
+    }
+
+    /// The recorded link writes the same QMD bytes as the descriptor path
+    /// for every chain tuning, for a kernel with and without a bank 5 of
+    /// its own, and over a QMD slot that held another link before.
+    #[test]
+    fn a_link_from_recorded_fields_equals_the_descriptor_paths_for_every_tuning() {
+        for sm in [90, 120] {
+            for membar in [GridMembar::System, GridMembar::Gpu] {
+                for link in [ChainLink::Schedule, ChainLink::InvalidateCopySchedule] {
+                    for prefetch_next in [false, true] {
+                        for own_bank5 in [false, true] {
+                            let mut f = test_format(sm).unwrap();
+                            f.chain.membar = membar;
+                            f.chain.link = link;
+                            f.chain.prefetch_next = prefetch_next;
+                            let mut k = kernel();
+                            k.param_base = f.area.param_base;
+                            if own_bank5 {
+                                k.banks.push(BankDesc {
+                                    bank: NEXT_BANK0_SLOT as u8,
+                                    address: 0x2_0000_1000,
+                                    bytes: 64,
+                                });
+                            }
+                            let t = f.template(k.clone()).unwrap();
+                            let shape = LaunchShape {
+                                grid: [9, 1, 1],
+                                block: [64, 1, 1],
+                                dynamic_shared_bytes: 0,
+                            };
+                            let params = vec![7u8; k.param_bytes as usize];
+                            let mut cb = vec![0u8; f.cbank0_bytes(&k) as usize];
+                            let mut q = Qmd::new(f.qmd);
+                            let fields = f.link_fields().unwrap();
+                            // A slot reused from an earlier link to elsewhere.
+                            let elsewhere = NextGrid {
+                                qmd: 0x7_0000_0000,
+                                program: 0x1_2345_6700,
+                                code_bytes: 20_000,
+                                bank0: 0x7_0000_1000,
+                                bank0_bytes: 0x400,
+                            };
+                            f.launch(
+                                &t,
+                                &shape,
+                                &params,
+                                &mut q,
+                                slot(0x3_0000_0040, &mut cb, false),
+                            )
+                            .unwrap();
+                            fields.link(&mut q, &elsewhere).unwrap();
+                            f.launch(
+                                &t,
+                                &shape,
+                                &params,
+                                &mut q,
+                                slot(0x3_0000_0040, &mut cb, true),
+                            )
+                            .unwrap();
+                            fields.link(&mut q, &NEXT).unwrap();
+                            let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
+                            f.link(&mut d, &NEXT);
+                            let mut full = Vec::new();
+                            f.encode(&d, &mut full).unwrap();
+                            let mut fast = vec![0u8; f.qmd_bytes() as usize];
+                            qmd_bytes(&q, &mut fast);
+                            assert_eq!(
+                                fast, full,
+                                "sm_{sm} {membar:?} {link:?} prefetch {prefetch_next} bank 5 {own_bank5}"
+                            );
+                        }
+                    }
+                }
+            }
+            let fields = test_format(sm).unwrap().link_fields().unwrap();
+            let mut q = Qmd::new(test_format(sm).unwrap().qmd);
+            let crooked = NextGrid {
+                qmd: NEXT.qmd + 0x40,
+                ..NEXT
+            };
+            assert!(
+                matches!(
+                    fields.link(&mut q, &crooked),
+                    Err(FormatError::Misaligned { .. })
+                ),
+                "sm_{sm}: a next QMD off its alignment is refused"
+            );
         }
     }
 
@@ -1157,7 +1310,7 @@ mod tests {
             f.chain.membar = GridMembar::Gpu;
             let (k, shape, mut linked) = one_warp_launch(&f);
             let (_, _, mut tail) = one_warp_launch(&f);
-            f.link_qmd(&mut linked, &NEXT).unwrap();
+            f.link_fields().unwrap().link(&mut linked, &NEXT).unwrap();
             f.release_qmd(&mut tail, 0x5_0000_0000, 7).unwrap();
             let field = f.qmd.layout().cwd_membar_type;
             assert_eq!(
@@ -1210,7 +1363,7 @@ mod tests {
         for sm in [90, 120] {
             let mut f = test_format(sm).unwrap();
             let (k, shape, mut linked) = one_warp_launch(&f);
-            f.link_qmd(&mut linked, &NEXT).unwrap();
+            f.link_fields().unwrap().link(&mut linked, &NEXT).unwrap();
             let words = linked.words().to_vec();
             let d = qmd::decode(f.qmd, &words).unwrap();
             assert_eq!(
@@ -1247,7 +1400,7 @@ mod tests {
             // Off: the grid's own code at its launch, bank 5 unbound.
             f.chain.prefetch_next = false;
             let (_, _, mut plain) = one_warp_launch(&f);
-            f.link_qmd(&mut plain, &NEXT).unwrap();
+            f.link_fields().unwrap().link(&mut plain, &NEXT).unwrap();
             let d = qmd::decode(f.qmd, plain.words()).unwrap();
             assert_eq!(d.program_prefetch_type, ProgramPrefetchType::PrefetchLaunch);
             assert!(!d.constant_banks[NEXT_BANK0_SLOT].valid);

@@ -40,7 +40,7 @@ pub use actor::setup::spawn;
 pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService, SYNC_POINT};
 pub use encode::{
     BankDesc, CarveOutMin, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc,
-    LaunchInvalidates, LaunchShape, NextGrid, NEXT_BANK0_SLOT,
+    LaunchInvalidates, LaunchShape, LinkFields, NextGrid, NEXT_BANK0_SLOT,
 };
 pub use error::{QueueMarks, SubmitError};
 pub use lane::{

@@ -60,8 +60,8 @@ impl SubmitActor {
         // The previous launch now knows where to hand over to.
         let address = self.descriptor_base + qmd_offset;
         if let Some(mut prev) = self.chain.push(qmd_offset, address, qmd) {
-            self.format
-                .link_qmd(&mut prev.qmd, &next)
+            self.link
+                .link(&mut prev.qmd, &next)
                 .map_err(SubmitError::Format)?;
             self.write_qmd(prev.qmd_offset, &prev.qmd)?;
             self.chain.recycle(prev.qmd);

@@ -155,9 +155,7 @@ impl SubmitActor {
                     bank0: buffer + s.bank0,
                     bank0_bytes: s.bank0_bytes,
                 };
-                self.format
-                    .link_qmd(&mut p, &next)
-                    .map_err(SubmitError::Format)?;
+                self.link.link(&mut p, &next).map_err(SubmitError::Format)?;
                 qmd_bytes(&p, &mut image[at..at + qmd_len]);
             }
             prev = Some((q, qmd));

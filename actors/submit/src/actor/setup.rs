@@ -234,6 +234,7 @@ pub fn spawn(
     let mut format = DeviceFormat::for_device(sm, compute_class)
         .ok_or(SubmitError::NoLaunchFormat { sm, compute_class })?;
     format.chain = submit.chain;
+    let link = format.link_fields().map_err(SubmitError::Format)?;
     let doorbell = gsp.doorbell().map_err(SubmitError::Gsp)?;
     let profile = submit
         .profile_slots
@@ -279,6 +280,7 @@ pub fn spawn(
         recorded: Default::default(),
         can,
         format,
+        link,
         config: submit,
         kernels: Vec::new(),
         streams: BTreeSet::new(),
