@@ -370,17 +370,24 @@ pub fn faulted_params(
     Some(bytes)
 }
 
+/// Knobs from name-value pairs instead of the environment, for tests here
+/// and in the modules that read knobs.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    fn knobs(vars: &[(&str, &str)]) -> Result<Knobs, KnobError> {
-        let m: HashMap<String, OsString> = vars
+impl Knobs {
+    pub(crate) fn from_pairs(vars: &[(&str, &str)]) -> Result<Knobs, KnobError> {
+        let m: std::collections::HashMap<String, OsString> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), OsString::from(v)))
             .collect();
         Knobs::from_lookup(|name| m.get(name).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn knobs(vars: &[(&str, &str)]) -> Result<Knobs, KnobError> {
+        Knobs::from_pairs(vars)
     }
 
     #[test]
@@ -388,16 +395,6 @@ mod tests {
         let k = knobs(&[]).unwrap();
         assert_eq!((k.chain_depth, k.sync_launches), (None, false));
         assert!(k.inject.is_none());
-    }
-
-    #[test]
-    fn an_injected_fault_is_armed_on_the_hosts_board() {
-        let k = knobs(&[(INJECT, "submit:panic:40")]).unwrap();
-        let spec = k.inject.as_ref().unwrap();
-        assert_eq!((spec.actor.as_str(), spec.nth), ("submit", 40));
-        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
-        assert!(config.faults.armed("submit"), "no plan on the submit actor");
-        assert!(!config.faults.armed("memory"));
     }
 
     #[test]
@@ -412,185 +409,6 @@ mod tests {
         assert_eq!(k.gpu_fault_at, Some(7));
         assert!(k.sync_launches);
         assert!(!knobs(&[(SYNC_LAUNCHES, "0")]).unwrap().sync_launches);
-    }
-
-    #[test]
-    fn the_chain_barrier_reaches_the_submit_actors_config_and_a_bad_one_is_named() {
-        use macuda_submit::GridMembar;
-        let k = knobs(&[(CHAIN_MEMBAR, "gpu")]).unwrap();
-        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
-        assert_eq!(config.submit.chain.membar, GridMembar::Gpu);
-        let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
-        assert_eq!(default.submit.chain.membar, GridMembar::System);
-        assert_eq!(
-            knobs(&[(CHAIN_MEMBAR, " system ")]).unwrap().chain_membar,
-            Some(GridMembar::System)
-        );
-        let e = knobs(&[(CHAIN_MEMBAR, "sys")]).unwrap_err();
-        assert_eq!((e.name, e.value.as_str()), (CHAIN_MEMBAR, "sys"));
-        assert_eq!(knobs(&[]).unwrap().caller_waits, None);
-        assert_eq!(
-            knobs(&[(SYNC_WAIT, "actor")]).unwrap().caller_waits,
-            Some(false)
-        );
-        assert_eq!(
-            knobs(&[(SYNC_WAIT, " caller")]).unwrap().caller_waits,
-            Some(true)
-        );
-        let e = knobs(&[(SYNC_WAIT, "thread")]).unwrap_err();
-        assert_eq!((e.name, e.value.as_str()), (SYNC_WAIT, "thread"));
-    }
-
-    #[test]
-    fn the_chain_link_and_launch_invalidates_reach_the_submit_actors_config() {
-        use macuda_submit::{ChainLink, LaunchInvalidates};
-        let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
-        assert_eq!(default.submit.chain.link, ChainLink::InvalidateCopySchedule);
-        assert_eq!(default.submit.chain.invalidates, LaunchInvalidates::CUDA);
-        assert!(default.submit.chain.prefetch_next);
-        let off = knobs(&[(CHAIN_PREFETCH, "none")]).unwrap();
-        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &off);
-        assert!(!config.submit.chain.prefetch_next);
-        assert_eq!(
-            knobs(&[(CHAIN_PREFETCH, "next")]).unwrap().chain_prefetch,
-            Some(true)
-        );
-        assert_eq!(
-            knobs(&[(CHAIN_PREFETCH, "all")]).unwrap_err().name,
-            CHAIN_PREFETCH
-        );
-        assert_eq!(
-            default.submit.chain.carve_out_min,
-            macuda_submit::CarveOutMin::Occupancy
-        );
-        let block = knobs(&[(CARVE_OUT_MIN, "block")]).unwrap();
-        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &block);
-        assert_eq!(
-            config.submit.chain.carve_out_min,
-            macuda_submit::CarveOutMin::OneBlock
-        );
-        assert_eq!(
-            knobs(&[(CARVE_OUT_MIN, "8k")]).unwrap_err().name,
-            CARVE_OUT_MIN
-        );
-        let k = knobs(&[
-            (CHAIN_LINK, "schedule"),
-            (LAUNCH_INVALIDATE, "texture-data, shader-data"),
-        ])
-        .unwrap();
-        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
-        assert_eq!(config.submit.chain.link, ChainLink::Schedule);
-        let want = LaunchInvalidates {
-            texture_data: true,
-            shader_data: true,
-            ..LaunchInvalidates::NONE
-        };
-        assert_eq!(config.submit.chain.invalidates, want);
-        assert_eq!(
-            knobs(&[(LAUNCH_INVALIDATE, "none")])
-                .unwrap()
-                .launch_invalidates,
-            Some(LaunchInvalidates::NONE)
-        );
-        let e = knobs(&[(LAUNCH_INVALIDATE, "texture-data,l2")]).unwrap_err();
-        assert_eq!(e.name, LAUNCH_INVALIDATE);
-        let e = knobs(&[(CHAIN_LINK, "copy")]).unwrap_err();
-        assert_eq!((e.name, e.value.as_str()), (CHAIN_LINK, "copy"));
-        assert!(!knobs(&[]).unwrap().graph_nodes);
-        assert!(knobs(&[(GRAPH_REPLAY, "nodes")]).unwrap().graph_nodes);
-        assert!(!knobs(&[(GRAPH_REPLAY, "recorded")]).unwrap().graph_nodes);
-        assert!(!knobs(&[]).unwrap().staged_uploads);
-        assert!(knobs(&[(SMALL_UPLOADS, "staged")]).unwrap().staged_uploads);
-        assert!(!knobs(&[(SMALL_UPLOADS, "inline")]).unwrap().staged_uploads);
-        assert_eq!(
-            knobs(&[(SMALL_UPLOADS, "copy")]).unwrap_err().name,
-            SMALL_UPLOADS
-        );
-        let e = knobs(&[(GRAPH_REPLAY, "chains")]).unwrap_err();
-        assert_eq!(e.name, GRAPH_REPLAY);
-    }
-
-    #[test]
-    fn the_sync_patience_reaches_the_submit_actors_config_and_a_bad_one_is_named() {
-        let k = knobs(&[(SYNC_PATIENCE, "120")]).unwrap();
-        let config = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &k);
-        assert_eq!(
-            config.submit.sync_timeout,
-            std::time::Duration::from_secs(120)
-        );
-        // The actor's callers, and the monitor, wait longer than the sync
-        // does: a queue standing still is reported as such, not as a
-        // failed actor (seen on the H200 with a patience of 120 s).
-        let submit_waits = macuda_supervisor::layer_deadline(config.deadline, "submit");
-        assert!(
-            submit_waits > config.submit.sync_timeout,
-            "{submit_waits:?}"
-        );
-        let default = crate::runtime::host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
-        assert_eq!(
-            default.submit.sync_timeout,
-            macuda_submit::SubmitConfig::default().sync_timeout
-        );
-        for bad in ["0", "ten", "-5"] {
-            let e = knobs(&[(SYNC_PATIENCE, bad)]).unwrap_err();
-            assert_eq!((e.name, e.value.as_str()), (SYNC_PATIENCE, bad));
-        }
-    }
-
-    #[test]
-    fn the_copy_engine_reaches_the_submit_actors_config_and_a_bad_one_is_named() {
-        use macuda_gsp::CopyPlacement;
-        let spec = macuda_pci::DeviceSpec::Null;
-        let placed = |v: &str| {
-            let k = knobs(&[(COPY_ENGINE, v)]).unwrap();
-            crate::runtime::host_config(spec.clone(), &k)
-                .submit
-                .copy_placement
-        };
-        assert_eq!(placed("2"), CopyPlacement::CopyEngine(2));
-        assert_eq!(placed("compute"), CopyPlacement::ComputeGroup);
-        assert_eq!(
-            crate::runtime::host_config(spec.clone(), &Knobs::default())
-                .submit
-                .copy_placement,
-            CopyPlacement::ComputeGroup
-        );
-        for bad in ["10", "lce", "-1", ""] {
-            let e = knobs(&[(COPY_ENGINE, bad)]).unwrap_err();
-            assert_eq!((e.name, e.value.as_str()), (COPY_ENGINE, bad));
-        }
-    }
-
-    #[test]
-    fn a_profile_file_asks_the_submit_actor_for_a_timeline() {
-        let spec = macuda_pci::DeviceSpec::Null;
-        let k = knobs(&[(PROFILE, "/tmp/t.json")]).unwrap();
-        assert_eq!(
-            k.profile.as_deref(),
-            Some(std::path::Path::new("/tmp/t.json"))
-        );
-        let on = crate::runtime::host_config(spec.clone(), &k);
-        assert_eq!(on.submit.profile_slots, Some(crate::runtime::PROFILE_SLOTS));
-        let off = crate::runtime::host_config(spec, &Knobs::default());
-        assert_eq!(off.submit.profile_slots, None);
-        assert_eq!(knobs(&[(PROFILE, "")]).unwrap_err().name, PROFILE);
-    }
-
-    #[test]
-    fn the_chain_depth_reaches_the_submit_actors_config() {
-        let k = knobs(&[(CHAIN_DEPTH, "3")]).unwrap();
-        let spec = macuda_pci::DeviceSpec::Null;
-        assert_eq!(
-            crate::runtime::host_config(spec.clone(), &k)
-                .submit
-                .chain_depth,
-            3
-        );
-        let default = crate::runtime::host_config(spec, &Knobs::default());
-        assert_eq!(
-            default.submit.chain_depth,
-            macuda_submit::SubmitConfig::default().chain_depth
-        );
     }
 
     #[test]
