@@ -342,9 +342,13 @@ fn a_dropped_doorbell_is_rung_again_and_the_work_completes() {
     let (host, server, _dir) = sim();
     let k = vector_add(&host);
     let stream = host.call(|s| s.submit.create_stream()).unwrap();
-    // Everything before the fault has run, so the doorbell lost is one of
-    // the launch's. (Under CI's load this test once saw the work complete
-    // with no doorbell rung again; the cause is not known yet.)
+    // Everything before the fault has run, so the doorbell lost is the
+    // launch's. Without this sync, the doorbell of the module's code
+    // upload (an inline upload on the same channel) can still be in the
+    // sim server's socket when the fault is armed (a doorbell is a posted
+    // write): it is then the one lost, the launch's doorbell fetches both
+    // pieces of work, and nothing is left to ring again. Under two busy
+    // loops, 4 runs in 30 failed so without the sync, 0 in 30 with it.
     host.call(|s| s.submit.synchronize(stream)).unwrap();
     server
         .device()
