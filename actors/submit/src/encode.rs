@@ -1109,24 +1109,15 @@ mod tests {
                 dynamic_shared_bytes: 0x200,
             };
             let params: Vec<u8> = (0..96u8).collect();
-            let (mut q, mut cb) = (Qmd::new(f.qmd), vec![0u8; f.cbank0_bytes(&k) as usize]);
-            f.launch(
-                &t,
+            let mut cb = vec![0u8; f.cbank0_bytes(&k) as usize];
+            let (fast, full, mut q) = linked_both_ways(
+                &f,
+                &k,
                 &shape,
                 &params,
-                &mut q,
-                slot(0x3_0000_0040, &mut cb, false),
-            )
-            .unwrap();
-            f.link_fields().unwrap().link(&mut q, &NEXT).unwrap();
-            f.release_qmd(&mut q, 0x5_0000_0000, 1 << 20).unwrap();
-            let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
-            f.link(&mut d, &NEXT);
-            DeviceFormat::release(&mut d, 0x5_0000_0000, 1 << 20);
-            let mut full = Vec::new();
-            f.encode(&d, &mut full).unwrap();
-            let mut fast = vec![0u8; f.qmd_bytes() as usize];
-            qmd_bytes(&q, &mut fast);
+                &mut cb,
+                Some((0x5_0000_0000, 1 << 20)),
+            );
             assert_eq!(fast, full, "sm_{sm}: QMD");
             let mut full_cb = Vec::new();
             f.write_cbank0(&mut full_cb, &k, &shape, &params).unwrap();
@@ -1171,9 +1162,38 @@ mod tests {
         }
     }
 
+    /// One launch of `k` linked to `NEXT` (and released where asked), as
+    /// the fast path writes it and as the descriptor path encodes it, with
+    /// the fast path's QMD; bank 0 goes to `cb`.
+    fn linked_both_ways(
+        f: &DeviceFormat,
+        k: &KernelDesc,
+        shape: &LaunchShape,
+        params: &[u8],
+        cb: &mut [u8],
+        release: Option<(u64, u64)>,
+    ) -> (Vec<u8>, Vec<u8>, Qmd) {
+        let t = f.template(k.clone()).unwrap();
+        let mut q = Qmd::new(f.qmd);
+        f.launch(&t, shape, params, &mut q, slot(0x3_0000_0040, cb, false))
+            .unwrap();
+        f.link_fields().unwrap().link(&mut q, &NEXT).unwrap();
+        let mut d = f.descriptor(k, shape, 0x3_0000_0040);
+        f.link(&mut d, &NEXT);
+        if let Some((semaphore, value)) = release {
+            f.release_qmd(&mut q, semaphore, value).unwrap();
+            DeviceFormat::release(&mut d, semaphore, value);
+        }
+        let mut full = Vec::new();
+        f.encode(&d, &mut full).unwrap();
+        let mut fast = vec![0u8; f.qmd_bytes() as usize];
+        qmd_bytes(&q, &mut fast);
+        (fast, full, q)
+    }
+
     /// The recorded link writes the same QMD bytes as the descriptor path
     /// for every chain tuning, for a kernel with and without a bank 5 of
-    /// its own, and over a QMD slot that held another link before.
+    /// its own.
     #[test]
     fn a_link_from_recorded_fields_equals_the_descriptor_paths_for_every_tuning() {
         for sm in [90, 120] {
@@ -1194,7 +1214,6 @@ mod tests {
                                     bytes: 64,
                                 });
                             }
-                            let t = f.template(k.clone()).unwrap();
                             let shape = LaunchShape {
                                 grid: [9, 1, 1],
                                 block: [64, 1, 1],
@@ -1202,40 +1221,8 @@ mod tests {
                             };
                             let params = vec![7u8; k.param_bytes as usize];
                             let mut cb = vec![0u8; f.cbank0_bytes(&k) as usize];
-                            let mut q = Qmd::new(f.qmd);
-                            let fields = f.link_fields().unwrap();
-                            // A slot reused from an earlier link to elsewhere.
-                            let elsewhere = NextGrid {
-                                qmd: 0x7_0000_0000,
-                                program: 0x1_2345_6700,
-                                code_bytes: 20_000,
-                                bank0: 0x7_0000_1000,
-                                bank0_bytes: 0x400,
-                            };
-                            f.launch(
-                                &t,
-                                &shape,
-                                &params,
-                                &mut q,
-                                slot(0x3_0000_0040, &mut cb, false),
-                            )
-                            .unwrap();
-                            fields.link(&mut q, &elsewhere).unwrap();
-                            f.launch(
-                                &t,
-                                &shape,
-                                &params,
-                                &mut q,
-                                slot(0x3_0000_0040, &mut cb, true),
-                            )
-                            .unwrap();
-                            fields.link(&mut q, &NEXT).unwrap();
-                            let mut d = f.descriptor(&k, &shape, 0x3_0000_0040);
-                            f.link(&mut d, &NEXT);
-                            let mut full = Vec::new();
-                            f.encode(&d, &mut full).unwrap();
-                            let mut fast = vec![0u8; f.qmd_bytes() as usize];
-                            qmd_bytes(&q, &mut fast);
+                            let (fast, full, _) =
+                                linked_both_ways(&f, &k, &shape, &params, &mut cb, None);
                             assert_eq!(
                                 fast, full,
                                 "sm_{sm} {membar:?} {link:?} prefetch {prefetch_next} bank 5 {own_bank5}"
