@@ -28,15 +28,10 @@ const BLOCK: [u32; 3] = [32, 1, 1];
 #[derive(Debug, Clone, Default)]
 pub struct GpuBench {
     pub launches: u64,
-    /// Ours: wall time from the first push to the end of the sync, per launch.
-    pub ours_ns: f64,
-    /// Ours: what the caller spent pushing, per launch.
-    pub ours_caller_ns: f64,
-    /// Ours, per launch, in the submit actor: building descriptors, handing
-    /// chains over, and waiting for the GPU.
-    pub actor_build_ns: f64,
-    pub actor_flush_ns: f64,
-    pub actor_wait_ns: f64,
+    /// Ours, per launch: wall time from the first push to the end of the
+    /// sync, what the caller spent pushing, and where the submit actor's
+    /// time went.
+    pub ours: Timed,
     pub cuda_loop_ns: Option<f64>,
     pub cuda_graph_ns: Option<f64>,
     /// Why there is no reference figure, when there is none.
@@ -50,23 +45,24 @@ pub struct GpuBench {
 
 impl GpuBench {
     pub fn render(&self) -> String {
+        let o = &self.ours;
         let mut s = format!(
             "ours: {} empty launches, {:.0} ns a launch from first push to sync ({:.1}M launches/s), caller {:.0} ns a push\n",
             self.launches,
-            self.ours_ns,
-            1e3 / self.ours_ns,
-            self.ours_caller_ns
+            o.total_ns,
+            1e3 / o.total_ns,
+            o.caller_ns
         );
         if let Some(l) = self.cuda_loop_ns {
             s += &format!(
                 "cuda:  cudaLaunchKernel loop {l:.0} ns a launch; ours is {:.2}x its rate\n",
-                l / self.ours_ns
+                l / o.total_ns
             );
         }
         if let Some(g) = self.cuda_graph_ns {
             s += &format!(
                 "cuda:  CUDA graph {g:.0} ns a kernel; ours is {:.2}x its rate\n",
-                g / self.ours_ns
+                g / o.total_ns
             );
         }
         if let Some(n) = &self.reference_note {
@@ -74,7 +70,11 @@ impl GpuBench {
         }
         s += &format!(
             "ours, in the submit actor a launch: build {:.0} ns, hand-over {:.0} ns, waiting for the GPU {:.0} ns\n",
-            self.actor_build_ns, self.actor_flush_ns, self.actor_wait_ns
+            o.build_ns, o.flush_ns, o.wait_ns
+        );
+        s += &format!(
+            "ours, the hand-over a launch: descriptors {:.0} ns ({:.0} bytes delivered), submissions {:.0} ns (GP_PUT written and read back {:.0} ns)\n",
+            o.deliver_ns, o.descriptor_bytes, o.publish_ns, o.gp_put_ns
         );
         for (t, depth, ns, right) in &self.variants {
             s += &format!(
@@ -97,11 +97,11 @@ impl GpuBench {
         }
         s += &format!(
             "gpu-launch: ours_ns={:.1} cuda_loop_ns={} cuda_graph_ns={} ratio_vs_loop={} ratio_vs_graph={}",
-            self.ours_ns,
+            o.total_ns,
             fmt_opt(self.cuda_loop_ns),
             fmt_opt(self.cuda_graph_ns),
-            fmt_opt(self.cuda_loop_ns.map(|l| l / self.ours_ns)),
-            fmt_opt(self.cuda_graph_ns.map(|g| g / self.ours_ns)),
+            fmt_opt(self.cuda_loop_ns.map(|l| l / o.total_ns)),
+            fmt_opt(self.cuda_graph_ns.map(|g| g / o.total_ns)),
         );
         s
     }
@@ -169,12 +169,7 @@ pub fn gpu_bench(
     // The first run in a process also wakes the GPU's clocks (on the H200
     // it came out ~40% slower than the same run repeated): it is not kept.
     time_empty_launches(config.clone(), launches)?;
-    let t = time_empty_launches(config.clone(), launches)?;
-    bench.ours_ns = t.total_ns;
-    bench.ours_caller_ns = t.caller_ns;
-    bench.actor_build_ns = t.build_ns;
-    bench.actor_flush_ns = t.flush_ns;
-    bench.actor_wait_ns = t.wait_ns;
+    bench.ours = time_empty_launches(config.clone(), launches)?;
     if with_variants {
         let default_depth = config.submit.chain_depth;
         let mut tried = Vec::new();
@@ -230,11 +225,18 @@ pub fn gpu_bench(
 /// What one timed run of empty launches gave, per launch.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Timed {
-    total_ns: f64,
-    caller_ns: f64,
-    build_ns: f64,
-    flush_ns: f64,
-    wait_ns: f64,
+    pub total_ns: f64,
+    pub caller_ns: f64,
+    pub build_ns: f64,
+    pub flush_ns: f64,
+    pub wait_ns: f64,
+    /// The hand-over's parts: delivering descriptors, and the submissions
+    /// (of which GP_PUT's write and read-back), with the descriptor bytes
+    /// delivered.
+    pub deliver_ns: f64,
+    pub publish_ns: f64,
+    pub gp_put_ns: f64,
+    pub descriptor_bytes: f64,
 }
 
 /// `launches` empty launches through the lane after a warm-up: wall ns a
@@ -281,6 +283,10 @@ fn time_empty_launches(config: HostConfig, launches: u64) -> Result<Timed, HostE
         build_ns: per(after.build_ns - before.build_ns),
         flush_ns: per(after.flush_ns - before.flush_ns),
         wait_ns: per(after.wait_ns - before.wait_ns),
+        deliver_ns: per(after.deliver_ns - before.deliver_ns),
+        publish_ns: per(after.publish_ns - before.publish_ns),
+        gp_put_ns: per(after.gp_put_ns - before.gp_put_ns),
+        descriptor_bytes: per(after.descriptor_bytes - before.descriptor_bytes),
     })
 }
 

@@ -571,10 +571,20 @@ fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference()
     let world = KernelWorld::new(Duration::from_secs(30));
     let config = bench_config(&world);
     let b = macuda_supervisor::gpu_bench::gpu_bench(config, 3000, None, false).unwrap();
-    assert!(b.ours_ns > 0.0 && b.ours_caller_ns > 0.0, "{b:?}");
+    let o = &b.ours;
+    assert!(o.total_ns > 0.0 && o.caller_ns > 0.0, "{b:?}");
+    // The hand-over's parts lie inside it: descriptors delivered, and
+    // submissions, of which GP_PUT's write and read-back.
+    assert!(o.deliver_ns > 0.0 && o.descriptor_bytes > 0.0, "{b:?}");
+    assert!(o.gp_put_ns > 0.0 && o.gp_put_ns <= o.publish_ns, "{b:?}");
+    assert!(
+        o.deliver_ns <= o.flush_ns && o.publish_ns <= o.flush_ns,
+        "{b:?}"
+    );
     assert!(b.cuda_loop_ns.is_none());
     let text = b.render();
     assert!(text.contains("gpu-launch: ours_ns="), "{text}");
+    assert!(text.contains("GP_PUT written and read back"), "{text}");
     assert!(text.contains("no reference program given"), "{text}");
     // The fake ran the discarded first run and the timed one, each with
     // its warm-up: 2 x (2000 + 3000).

@@ -137,6 +137,16 @@ pub struct SubmitStats {
     /// Nanoseconds spent waiting for the GPU: for a timeline value, for
     /// ring entries or descriptor space it still uses.
     pub wait_ns: u64,
+    /// Of the hand-over: delivering descriptors (the arena's diff, then
+    /// the patches written through the CPU's window or queued as copies).
+    pub deliver_ns: u64,
+    /// Of the hand-over: each submission's push buffer, GPFIFO entry,
+    /// GP_PUT and doorbell, waits for ring space excluded (those count as
+    /// waits).
+    pub publish_ns: u64,
+    /// Of `publish_ns`: GP_PUT written and read back through the CPU's
+    /// window (a read across the bus where USERD is video memory).
+    pub gp_put_ns: u64,
     /// Launches the lane delivered (the rest came through requests).
     pub lane_launches: u64,
     /// Doorbells a wait rang again for a channel that stood still with GP

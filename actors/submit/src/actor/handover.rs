@@ -18,7 +18,7 @@ impl SubmitActor {
         let started = Instant::now();
         let wait_before = self.wait_ns;
         let r = self.flush_chain_timed();
-        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let spent = elapsed_ns(started);
         self.flush_ns += spent.saturating_sub(self.wait_ns - wait_before);
         r
     }
@@ -83,6 +83,13 @@ impl SubmitActor {
     /// Deliver the flushed descriptors; returns the copy-queue value the
     /// chain must wait for when the copy engine carries them.
     pub(super) fn deliver(&mut self, retire_at: u64) -> Result<Option<u64>, SubmitError> {
+        let started = Instant::now();
+        let r = self.deliver_timed(retire_at);
+        self.stats.deliver_ns += elapsed_ns(started);
+        r
+    }
+
+    fn deliver_timed(&mut self, retire_at: u64) -> Result<Option<u64>, SubmitError> {
         let plan = self.arena.flush(retire_at);
         self.stats.descriptor_bytes += plan.payload_bytes;
         self.stats.descriptor_patches += plan.patches.len() as u64;
@@ -173,6 +180,7 @@ impl SubmitActor {
         let rerung = still.rerung;
         self.note_rerung(rerung);
         let (entry_address, put) = claimed?;
+        let publishing = Instant::now();
         let q = self.queue(kind);
         let (userd, issued, name, token) = (q.userd, q.issued, q.name, q.token);
         if let Some(started) = waiting_since {
@@ -192,7 +200,9 @@ impl SubmitActor {
             self.write_device(at, bytes)?;
             self.write_device(entry_address, entry.encode().to_le_bytes().to_vec())?;
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            let gp_put = Instant::now();
             self.publish_gp_put(userd, put)?;
+            self.stats.gp_put_ns += elapsed_ns(gp_put);
         }
         self.stats.gp_entries += 1;
         if self.recent.len() == KEEP_SUBMISSIONS {
@@ -211,12 +221,15 @@ impl SubmitActor {
             // Queuing goes on; the work is counted and handed to nothing.
             self.forget_queued(kind);
             self.declined_since_sync = true;
+            self.stats.publish_ns += elapsed_ns(publishing);
             return Ok(());
         }
-        self.doorbell.ring(token).map_err(|e| {
+        let rung = self.doorbell.ring(token).map_err(|e| {
             self.forget_queued(kind);
             SubmitError::from_gsp(e)
-        })
+        });
+        self.stats.publish_ns += elapsed_ns(publishing);
+        rung
     }
 
     /// GP_PUT into USERD, and, where the CPU writes USERD through a window
@@ -334,6 +347,11 @@ pub(super) fn compute_allowed(chain_flush: Option<&'static str>) -> Result<(), S
         Some(reason) => Err(SubmitError::ComputeInsideChainFlush { reason }),
         None => Ok(()),
     }
+}
+
+/// Nanoseconds since `since`, saturating.
+fn elapsed_ns(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
