@@ -7,8 +7,8 @@
 
 use crate::host::{Host, HostConfig, HostError};
 use macuda_pci::DeviceSpec;
-use macuda_submit::SubmitError;
 use macuda_submit::{lane_launch, ChainLink, ChainTuning, GridMembar, LaunchRecord, SubmitConfig};
+use macuda_submit::{CallerSync, SubmitError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,9 @@ const CHECK_FLOATS: usize = 1 << 16;
 const CHECK_CHAIN: usize = 128;
 /// Launches run before timing, so chains, caches and clocks are warm.
 const WARM_LAUNCHES: u64 = 2_000;
+/// Launches between syncs in the token-shaped run: about a small model's
+/// decode token (the 1B llama's is about 250 kernels).
+pub const TOKEN_LAUNCHES: u64 = 250;
 /// What every launch is: one block of one warp, as the reference's are.
 const BLOCK: [u32; 3] = [32, 1, 1];
 
@@ -32,6 +35,10 @@ pub struct GpuBench {
     /// sync, what the caller spent pushing, and where the submit actor's
     /// time went.
     pub ours: Timed,
+    /// The same launches in tokens of [`TOKEN_LAUNCHES`] with a sync after
+    /// each, as a decode issues them: the descriptor region starts over
+    /// at each sync, so its footprint is one token's, not the region's.
+    pub tokens: Timed,
     pub cuda_loop_ns: Option<f64>,
     pub cuda_graph_ns: Option<f64>,
     /// Why there is no reference figure, when there is none.
@@ -75,6 +82,11 @@ impl GpuBench {
         s += &format!(
             "ours, the hand-over a launch: descriptors {:.0} ns ({:.0} bytes delivered), submissions {:.0} ns (GP_PUT written and read back {:.0} ns)\n",
             o.deliver_ns, o.descriptor_bytes, o.publish_ns, o.gp_put_ns
+        );
+        let t = &self.tokens;
+        s += &format!(
+            "ours, in tokens of {TOKEN_LAUNCHES} launches with a sync after each: {:.0} ns a launch (actor: build {:.0}, hand-over {:.0}, waiting {:.0}; {:.0} descriptor bytes delivered a launch)\n",
+            t.total_ns, t.build_ns, t.flush_ns, t.wait_ns, t.descriptor_bytes
         );
         for (t, depth, ns, right) in &self.variants {
             s += &format!(
@@ -168,8 +180,9 @@ pub fn gpu_bench(
     };
     // The first run in a process also wakes the GPU's clocks (on the H200
     // it came out ~40% slower than the same run repeated): it is not kept.
-    time_empty_launches(config.clone(), launches)?;
-    bench.ours = time_empty_launches(config.clone(), launches)?;
+    time_empty_launches(config.clone(), launches, launches)?;
+    bench.ours = time_empty_launches(config.clone(), launches, launches)?;
+    bench.tokens = time_empty_launches(config.clone(), launches, TOKEN_LAUNCHES)?;
     if with_variants {
         let default_depth = config.submit.chain_depth;
         let mut tried = Vec::new();
@@ -193,7 +206,7 @@ pub fn gpu_bench(
             c.submit.chain = tuning;
             c.submit.chain_depth = depth;
             let right = dependent_chain_is_right(c.clone())?;
-            let t = time_empty_launches(c, launches)?;
+            let t = time_empty_launches(c, launches, launches)?;
             bench.variants.push((tuning, depth, t.total_ns, right));
         }
         // The descriptor region's size and diffing: what the actor's
@@ -203,7 +216,7 @@ pub fn gpu_bench(
             let mut c = config.clone();
             c.submit.descriptor_bytes = bytes;
             c.submit.diffing = diffing;
-            let t = time_empty_launches(c, launches)?;
+            let t = time_empty_launches(c, launches, launches)?;
             bench.regions.push((bytes, diffing, t));
         }
     }
@@ -239,10 +252,15 @@ pub struct Timed {
     pub descriptor_bytes: f64,
 }
 
-/// `launches` empty launches through the lane after a warm-up: wall ns a
-/// launch from the first push to the end of the sync, the caller's ns a
-/// push, and where the submit actor's time went.
-fn time_empty_launches(config: HostConfig, launches: u64) -> Result<Timed, HostError> {
+/// `launches` empty launches through the lane after a warm-up, with a
+/// stream sync after every `sync_every` and at the end: wall ns a launch
+/// from the first push to the end of the last sync, the caller's ns a
+/// push (syncs included), and where the submit actor's time went.
+fn time_empty_launches(
+    config: HostConfig,
+    launches: u64,
+    sync_every: u64,
+) -> Result<Timed, HostError> {
     let host = Host::start(config)?;
     let sm = host.device().chip.chip.sm();
     let m = host.call(|s| s.loader.load_module(EMPTY_FATBIN.to_vec(), sm))?;
@@ -267,8 +285,15 @@ fn time_empty_launches(config: HostConfig, launches: u64) -> Result<Timed, HostE
     let records: Vec<_> = (0..launches).map(|_| record.clone()).collect();
     let before = host.call(|s| s.submit.stats())?;
     let started = Instant::now();
-    for r in records {
+    for (i, r) in (1..).zip(records) {
         lane.launch(r).map_err(SubmitError::from)?;
+        if i % sync_every.max(1) == 0 && i < launches {
+            // As the runtime syncs a stream: on this thread where the lane
+            // lets it, else through the actor.
+            if let CallerSync::AskActor = lane.sync_point() {
+                host.call(|s| s.submit.synchronize(stream))?;
+            }
+        }
     }
     let pushed = started.elapsed();
     host.call(|s| s.submit.synchronize(stream))?;

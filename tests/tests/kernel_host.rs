@@ -581,14 +581,27 @@ fn the_gpu_launch_benchmark_runs_on_the_fake_and_says_when_it_has_no_reference()
         o.deliver_ns <= o.flush_ns && o.publish_ns <= o.flush_ns,
         "{b:?}"
     );
+    // In tokens with a sync after each, the region starts over at every
+    // sync, so a token's launches land where the last token's did and
+    // little is delivered again; without syncs every launch lands on
+    // fresh words.
+    let t = &b.tokens;
+    assert!(t.total_ns > 0.0, "{b:?}");
+    assert!(
+        t.descriptor_bytes * 2.0 < o.descriptor_bytes,
+        "{} bytes a launch in tokens, {} without syncs",
+        t.descriptor_bytes,
+        o.descriptor_bytes
+    );
     assert!(b.cuda_loop_ns.is_none());
     let text = b.render();
     assert!(text.contains("gpu-launch: ours_ns="), "{text}");
     assert!(text.contains("GP_PUT written and read back"), "{text}");
+    assert!(text.contains("in tokens of 250 launches"), "{text}");
     assert!(text.contains("no reference program given"), "{text}");
-    // The fake ran the discarded first run and the timed one, each with
-    // its warm-up: 2 x (2000 + 3000).
-    assert_eq!(world.fake.0.lock().kernels().len(), 10_000);
+    // The fake ran the discarded first run, the timed one and the token
+    // run, each with its warm-up: 3 x (2000 + 3000).
+    assert_eq!(world.fake.0.lock().kernels().len(), 15_000);
     // A reference that is not there is named, not a crash.
     let missing = std::path::Path::new("/nonexistent/launch_bench");
     let config = bench_config(&world);
