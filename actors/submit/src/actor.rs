@@ -1,13 +1,14 @@
 use crate::arena::{ArenaError, DescriptorArena};
 use crate::chain::{ChainDepth, OpenChain};
 use crate::command::CommandRegion;
-use crate::encode::{qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate, LinkFields};
+use crate::encode::{qmd_bytes, DeviceFormat, KernelDesc, KernelTemplate};
 use crate::error::SubmitError;
 use crate::events::{EventTable, Stamp};
 use crate::lane::{
     EventId, KernelId, LaneConsumer, LaneItem, LaneLaunch, LaunchLane, ParamBlock, RecordedChainId,
     StreamId,
 };
+use crate::link::LinkFields;
 use crate::local::LocalMemory;
 use crate::profile::{Profile, ProfileReport};
 use crate::queue::{Queue, QueueKind};

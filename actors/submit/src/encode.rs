@@ -3,12 +3,12 @@
 //! the QMD version the device's compute class takes. Layouts come from
 //! `macuda_hw::{cbank0, qmd}`; this module only decides the values.
 
+use crate::chain_tuning::{CarveOutMin, ChainTuning, GridMembar};
 use macuda_hw::cbank0::{self, DriverArea, DriverWords, BANK_ADDRESS_ALIGN, BANK_SIZE_ALIGN};
 use macuda_hw::push::{FieldName, FormatError};
 use macuda_hw::qmd::{
-    self, ApiVisibleCallLimit, BankPrefetch, CacheInvalidate, ConstantBank, CwdMembarType,
-    DependentAction, DependentSlot, LaunchDescriptor, ProgramPrefetchType, Qmd, QmdField, QmdPatch,
-    QmdType, QmdVersion, ReleaseSlot, SamplerIndex, SmConfig, StructureSize,
+    self, ApiVisibleCallLimit, BankPrefetch, ConstantBank, LaunchDescriptor, Qmd, QmdType,
+    QmdVersion, ReleaseSlot, SamplerIndex, SmConfig, StructureSize,
 };
 use macuda_hw::sm::{
     arch_limits, ArchLimits, BlockNeeds, CARVE_OUT_FLOOR_KIB, RESERVED_SHARED_PER_BLOCK,
@@ -56,214 +56,6 @@ pub struct DeviceFormat {
     pub sass_version: u8,
     /// How a chain hands over from one launch to the next.
     pub chain: ChainTuning,
-}
-
-/// How a chain's launches hand over, one to the next: what the completed
-/// grid does to the next QMD, and the memory barrier at the end of each
-/// grid a next one follows in its chain. A chain's tail always ends in a
-/// system-wide barrier, whatever `membar` says: its release is what the
-/// host and the copy engine wait on before they read what the chain
-/// wrote. The defaults are what ran on the H200 first; the others are for
-/// the launch benchmark and `MACUDA_CHAIN_MEMBAR` to compare, each checked
-/// on a dependent chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChainTuning {
-    pub link: ChainLink,
-    pub membar: GridMembar,
-    /// The caches every launch invalidates before its grid runs.
-    pub invalidates: LaunchInvalidates,
-    /// Each grid of a chain prefetches the next one's code and bank 0
-    /// while it runs (`NextGrid`), as the QMDs of CUDA's graphs on the
-    /// H200 do, instead of the next grid fetching both when it launches.
-    pub prefetch_next: bool,
-    /// The least carve-out each launch lets its SMs run in. It belongs
-    /// here because it decides whether an SM must drain and reconfigure
-    /// its shared memory before the next grid of a chain may start there.
-    pub carve_out_min: CarveOutMin,
-}
-
-impl Default for ChainTuning {
-    fn default() -> Self {
-        ChainTuning {
-            link: ChainLink::InvalidateCopySchedule,
-            membar: GridMembar::System,
-            invalidates: LaunchInvalidates::CUDA,
-            prefetch_next: true,
-            carve_out_min: CarveOutMin::Occupancy,
-        }
-    }
-}
-
-/// MIN_SM_CONFIG_SHARED_MEM_SIZE of a launch; its target is always the
-/// carve-out that holds every block an SM takes in at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum CarveOutMin {
-    /// The minimum is the target: an SM configured for any other
-    /// carve-out reconfigures before it takes the grid's blocks (what ran
-    /// on the H200 first).
-    Occupancy,
-    /// The minimum is the smallest carve-out that holds one block (CUDA's
-    /// graph QMDs ask 8 KiB for a kernel without shared memory): an SM
-    /// configured larger may take the grid as it is, so grids of differing
-    /// needs follow each other without a reconfiguration between them.
-    OneBlock,
-}
-
-/// The constant bank through which a grid prefetches the next grid's
-/// bank 0: the slot CUDA's graph QMDs on the H200 use. A kernel that binds
-/// that bank itself keeps it, and its successor's bank 0 is read at launch.
-pub const NEXT_BANK0_SLOT: usize = 5;
-
-/// What a grid of a chain knows of the grid after it: where its QMD lies
-/// (the dependent slot launches it), and the code and bank 0 it will read,
-/// which the grid prefetches after its own launch so the next one starts
-/// on warm caches instead of fetching both on the hand-over's critical
-/// path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct NextGrid {
-    pub qmd: u64,
-    /// The next kernel's entry and the bytes of code from there.
-    pub program: u64,
-    pub code_bytes: u64,
-    pub bank0: u64,
-    pub bank0_bytes: u64,
-}
-
-/// The caches a launch invalidates before its grid runs: five of the
-/// QMD's six cache bits and each bound constant bank's own bit. CUDA's
-/// stream launches on the H200 set the five (reference/submission.md 5.3),
-/// and ours set them and the banks' too: the seed notes saw a chained
-/// decode read what the grid before it wrote through the texture path,
-/// and its text change, with them off. Fewer is a diagnostic
-/// (`MACUDA_LAUNCH_INVALIDATE`), to measure what each costs a chain of
-/// small kernels; only a greedy byte-compare can say one is not needed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchInvalidates {
-    pub texture_header: bool,
-    pub texture_sampler: bool,
-    pub texture_data: bool,
-    pub shader_data: bool,
-    pub shader_constant: bool,
-    /// CONSTANT_BUFFER_INVALIDATE of every bound bank.
-    pub constant_banks: bool,
-}
-
-impl LaunchInvalidates {
-    /// What ours set by default, as CUDA's graph QMDs on the H200 do: the
-    /// texture and data caches, which a grid may hold stale after the grid
-    /// before it wrote. Not the constant caches: a chain's banks 0 are all
-    /// written before its head launches, and the head's push buffer
-    /// invalidates the constant cache once for the whole chain (per launch
-    /// it would also throw away the bank 0 the grid before prefetched for
-    /// it). The instruction cache is invalidated once, after code is
-    /// uploaded.
-    pub const CUDA: LaunchInvalidates = LaunchInvalidates {
-        texture_header: true,
-        texture_sampler: true,
-        texture_data: true,
-        shader_data: true,
-        shader_constant: false,
-        constant_banks: false,
-    };
-
-    /// Every cache a launch can invalidate, the constant caches included
-    /// (the default before chains invalidated constants at their head).
-    pub const ALL: LaunchInvalidates = LaunchInvalidates {
-        texture_header: true,
-        texture_sampler: true,
-        texture_data: true,
-        shader_data: true,
-        shader_constant: true,
-        constant_banks: true,
-    };
-
-    /// Nothing invalidated per launch.
-    pub const NONE: LaunchInvalidates = LaunchInvalidates {
-        texture_header: false,
-        texture_sampler: false,
-        texture_data: false,
-        shader_data: false,
-        shader_constant: false,
-        constant_banks: false,
-    };
-
-    /// `all`, `cuda` (the default), `none`, or some of `texture-header`, `texture-sampler`,
-    /// `texture-data`, `shader-data`, `shader-constant`, `constant-banks`
-    /// joined by commas (the ones left on); `None` for anything else.
-    pub fn parse(text: &str) -> Option<LaunchInvalidates> {
-        match text.trim() {
-            "all" => return Some(Self::ALL),
-            "cuda" => return Some(Self::CUDA),
-            "none" => return Some(Self::NONE),
-            _ => {}
-        }
-        let mut set = Self::NONE;
-        for word in text.split(',').map(str::trim) {
-            let bit = match word {
-                "texture-header" => &mut set.texture_header,
-                "texture-sampler" => &mut set.texture_sampler,
-                "texture-data" => &mut set.texture_data,
-                "shader-data" => &mut set.shader_data,
-                "shader-constant" => &mut set.shader_constant,
-                "constant-banks" => &mut set.constant_banks,
-                _ => return None,
-            };
-            *bit = true;
-        }
-        Some(set)
-    }
-
-    fn qmd_bits(self) -> CacheInvalidate {
-        CacheInvalidate {
-            texture_header: self.texture_header,
-            texture_sampler: self.texture_sampler,
-            texture_data: self.texture_data,
-            shader_data: self.shader_data,
-            instruction: false,
-            shader_constant: self.shader_constant,
-        }
-    }
-}
-
-/// DEPENDENT_QMD ACTION for a chain's link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ChainLink {
-    /// Launch the next QMD as the engine holds it.
-    Schedule,
-    /// Re-read the next QMD from memory, then launch it (the copy engine
-    /// delivered it after the engine may have cached the slot).
-    InvalidateCopySchedule,
-}
-
-/// CWD_MEMBAR_TYPE at the end of a grid another grid of its chain follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum GridMembar {
-    /// A system-wide barrier: the grid's writes are visible to the host
-    /// and the copy engine (what CUDA writes in the QMDs of its stream
-    /// launches).
-    System,
-    /// A GPU-wide barrier: visible to later grids, which is all the next
-    /// grid of a chain needs (the tail's system barrier then covers the
-    /// host).
-    Gpu,
-}
-
-impl ChainLink {
-    fn action(self) -> DependentAction {
-        match self {
-            ChainLink::Schedule => DependentAction::Schedule,
-            ChainLink::InvalidateCopySchedule => DependentAction::InvalidateCopySchedule,
-        }
-    }
-}
-
-impl GridMembar {
-    fn membar(self) -> CwdMembarType {
-        match self {
-            GridMembar::System => CwdMembarType::L1Sysmembar,
-            GridMembar::Gpu => CwdMembarType::L1Membar,
-        }
-    }
 }
 
 /// The reserve every sm_90+ CTA gets even without shared memory (CUDA's
@@ -457,30 +249,6 @@ impl DeviceFormat {
         d
     }
 
-    /// Link `d` to the next QMD of its chain: when `d` completes, the engine
-    /// re-reads the next one from memory (it was delivered by copy) and
-    /// schedules it; with `prefetch_next`, `d` prefetches the next grid's
-    /// code and bank 0 after its own launch.
-    pub fn link(&self, d: &mut LaunchDescriptor, next: &NextGrid) {
-        d.cwd_membar_type = self.chain.membar.membar();
-        d.dependents[0] = DependentSlot {
-            enable: true,
-            action: self.chain.link.action(),
-            prefetch: true,
-            qmd_address: next.qmd,
-        };
-        if !self.chain.prefetch_next {
-            return;
-        }
-        let (address, bytes) = code_prefetch(next.program, next.code_bytes);
-        d.program_prefetch_address = address;
-        d.program_prefetch_size = bytes;
-        d.program_prefetch_type = ProgramPrefetchType::PrefetchPost;
-        if !d.constant_banks[NEXT_BANK0_SLOT].valid {
-            d.constant_banks[NEXT_BANK0_SLOT] = next_bank0(next);
-        }
-    }
-
     /// The chain's tail releases the compute timeline (the low 32 bits;
     /// see [`DeviceFormat::release_qmd`]).
     pub fn release(d: &mut LaunchDescriptor, semaphore: u64, value: u64) {
@@ -515,53 +283,6 @@ pub struct KernelTemplate {
     pub desc: KernelDesc,
     qmd: Qmd,
     cbank0: Vec<u8>,
-}
-
-/// Linking a launch's QMD to the next of its chain, as cheap as the
-/// launch itself: the barrier, the dependent slot's action, the prefetch's
-/// kind and the next-bank-0 binding's flags are the same for every link
-/// of a device, so they are recorded once as patches, and a link writes
-/// only where the next grid's QMD, code and bank 0 lie. (Setting each of
-/// those fields field by field cost as many instructions as building the
-/// launch.)
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkFields {
-    prefetch_next: bool,
-    always: QmdPatch,
-    next_bank0_flags: QmdPatch,
-    pointer: QmdField,
-}
-
-impl LinkFields {
-    /// Link `q` to `next`: when its grid completes, the engine launches
-    /// the next QMD; with the chain's `prefetch_next`, `q`'s grid
-    /// prefetches the next one's code and bank 0 after its own launch (a
-    /// kernel that binds bank `NEXT_BANK0_SLOT` itself keeps it).
-    ///
-    /// # Errors
-    /// An address or size the fields cannot hold, or a QMD of another
-    /// version.
-    pub fn link(&self, q: &mut Qmd, next: &NextGrid) -> Result<(), FormatError> {
-        self.always.apply(q)?;
-        if self.prefetch_next {
-            let (address, bytes) = code_prefetch(next.program, next.code_bytes);
-            q.set_program_prefetch_range(address, bytes)?;
-            if !q.constant_bank_valid(NEXT_BANK0_SLOT) {
-                self.next_bank0_flags.apply(q)?;
-                let bank = next_bank0(next);
-                q.set_constant_bank_place(NEXT_BANK0_SLOT, bank.address, bank.size)?;
-            }
-        }
-        if !next.qmd.is_multiple_of(QMD_ALIGN) {
-            return Err(FormatError::Misaligned {
-                field: self.pointer.field_name(),
-                value: next.qmd,
-                align: QMD_ALIGN,
-            });
-        }
-        // CAST: checked against the field width by `set`.
-        q.set(self.pointer, (next.qmd >> QMD_POINTER_SHIFT) as u32)
-    }
 }
 
 fn split(value: u64, shift: u32) -> (u32, u32) {
@@ -673,50 +394,6 @@ impl DeviceFormat {
         Ok(())
     }
 
-    /// What linking a QMD to the next of its chain writes (see
-    /// [`DeviceFormat::link`]), with the fields every link sets alike
-    /// recorded once. Built when the chain tuning is final: a later change
-    /// to `chain` does not reach it.
-    ///
-    /// # Errors
-    /// A QMD version without a dependent slot, or a tuning its fields
-    /// cannot hold.
-    pub fn link_fields(&self) -> Result<LinkFields, FormatError> {
-        let l = self.qmd.layout();
-        let d = &l.dependents[0];
-        let pointer = d.pointer.ok_or(FormatError::NotInVersion {
-            field: "DEPENDENT_QMD0_POINTER",
-            version: self.qmd.name(),
-        })?;
-        let chain = self.chain;
-        let always = QmdPatch::record(self.qmd, |q| {
-            q.set(l.cwd_membar_type, chain.membar.membar() as u32)?;
-            q.set(d.enable, 1)?;
-            q.set(d.action, chain.link.action() as u32)?;
-            q.set(d.prefetch, 1)?;
-            if chain.prefetch_next {
-                q.set(
-                    l.program_prefetch_type,
-                    ProgramPrefetchType::PrefetchPost as u32,
-                )?;
-            }
-            Ok(())
-        })?;
-        // The flags of the next bank 0's binding; its place is each link's.
-        let next_bank0_flags = QmdPatch::record(self.qmd, |q| {
-            let mut bank = next_bank0(&NextGrid::default());
-            bank.address = 0;
-            bank.size = 0;
-            q.set_constant_bank(NEXT_BANK0_SLOT, &bank)
-        })?;
-        Ok(LinkFields {
-            prefetch_next: chain.prefetch_next,
-            always,
-            next_bank0_flags,
-            pointer,
-        })
-    }
-
     /// The chain's tail releases the compute timeline: one 32-bit word.
     /// On the H200 a 64-bit payload in a one-word release makes SKED kill
     /// the channel (Xid 13, SKEDCHECKXX_MISC); the semaphore's high word is
@@ -784,26 +461,13 @@ impl DeviceFormat {
 /// The code prefetch for a kernel entered at `entry` with `code_bytes` of
 /// code: from the 256-byte unit holding the entry, whole units, at most
 /// what the field holds.
-fn code_prefetch(entry: u64, code_bytes: u64) -> (u64, u32) {
+pub(crate) fn code_prefetch(entry: u64, code_bytes: u64) -> (u64, u32) {
     let start = entry & !(PREFETCH_GRANULE - 1);
     let bytes = (entry - start + code_bytes)
         .next_multiple_of(PREFETCH_GRANULE)
         .min(PREFETCH_MAX_BYTES);
     // CAST: at most PREFETCH_MAX_BYTES.
     (start, bytes as u32)
-}
-
-/// The next grid's bank 0, bound for a prefetch after this grid's launch
-/// and never read by this grid's code.
-fn next_bank0(next: &NextGrid) -> ConstantBank {
-    ConstantBank {
-        valid: true,
-        address: next.bank0,
-        // CAST: bank 0 is far below 4 GiB.
-        size: next.bank0_bytes.next_multiple_of(BANK_SIZE_ALIGN) as u32,
-        prefetch: BankPrefetch::Post,
-        invalidate: false,
-    }
 }
 
 /// The bytes of a QMD as the engine reads them, into `out` (exactly the
@@ -824,13 +488,14 @@ pub struct LaunchShape {
 
 /// QMDs are 256-byte aligned (the dependent pointer stores the VA >> 8).
 pub const QMD_ALIGN: u64 = 256;
-/// How far a QMD's address is shifted in a dependent pointer.
-const QMD_POINTER_SHIFT: u32 = QMD_ALIGN.trailing_zeros();
 /// Bank 0 is 64-byte aligned (the QMD stores its VA >> 6).
 pub const CBANK0_ALIGN: u64 = BANK_ADDRESS_ALIGN;
 
 #[cfg(test)]
 mod tests {
+    use crate::chain_tuning::{ChainLink, LaunchInvalidates};
+    use crate::link::{NextGrid, NEXT_BANK0_SLOT};
+    use macuda_hw::qmd::{CwdMembarType, ProgramPrefetchType};
 
     /// The grid after the one under test: its QMD, code and bank 0.
     const NEXT: NextGrid = NextGrid {

@@ -20,11 +20,13 @@
 mod actor;
 pub mod arena;
 mod chain;
+mod chain_tuning;
 mod command;
 pub mod encode;
 mod error;
 mod events;
 pub mod lane;
+mod link;
 mod local;
 pub mod profile;
 pub mod pushbuf;
@@ -38,15 +40,14 @@ mod timeline;
 
 pub use actor::setup::spawn;
 pub use actor::{lane_launch, SubmitHandle, SubmitRequest, SubmitService, SYNC_POINT};
-pub use encode::{
-    BankDesc, CarveOutMin, ChainLink, ChainTuning, DeviceFormat, GridMembar, KernelDesc,
-    LaunchInvalidates, LaunchShape, LinkFields, NextGrid, NEXT_BANK0_SLOT,
-};
+pub use chain_tuning::{CarveOutMin, ChainLink, ChainTuning, GridMembar, LaunchInvalidates};
+pub use encode::{BankDesc, DeviceFormat, KernelDesc, LaunchShape};
 pub use error::{QueueMarks, SubmitError};
 pub use lane::{
     EventId, KernelId, LaneError, LaneItem, LaneLaunch, LaunchLane, ParamBlock, RecordedChainId,
     StreamId, INLINE_PARAM_BYTES,
 };
+pub use link::{LinkFields, NextGrid, NEXT_BANK0_SLOT};
 pub use profile::{
     host_clock_ns, host_ns_at, ProfileRecord, ProfileReport, ProfiledSync, ProfiledWork,
 };

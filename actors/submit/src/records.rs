@@ -2,7 +2,7 @@
 //! upload's receipt, a submission kept for debugging, the tuning the actor
 //! runs with, and the counts it keeps.
 
-use crate::encode::ChainTuning;
+use crate::chain_tuning::ChainTuning;
 use crate::lane::KernelId;
 use macuda_gsp::CopyPlacement;
 use serde::{Deserialize, Serialize};

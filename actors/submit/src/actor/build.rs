@@ -4,9 +4,10 @@
 
 use super::SubmitActor;
 use crate::arena::ArenaError;
-use crate::encode::{Bank0Slot, KernelTemplate, LaunchShape, NextGrid, CBANK0_ALIGN, QMD_ALIGN};
+use crate::encode::{Bank0Slot, KernelTemplate, LaunchShape, CBANK0_ALIGN, QMD_ALIGN};
 use crate::error::SubmitError;
 use crate::lane::{KernelId, StreamId};
+use crate::link::NextGrid;
 
 impl SubmitActor {
     pub(super) fn add_launch(

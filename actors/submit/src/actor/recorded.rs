@@ -8,9 +8,10 @@
 //! host's pace, not the GPU's.
 
 use super::SubmitActor;
-use crate::encode::{qmd_bytes, Bank0Slot, NextGrid, CBANK0_ALIGN, QMD_ALIGN};
+use crate::encode::{qmd_bytes, Bank0Slot, CBANK0_ALIGN, QMD_ALIGN};
 use crate::error::SubmitError;
 use crate::lane::{LaneLaunch, RecordedChainId};
+use crate::link::NextGrid;
 use crate::queue::QueueKind;
 use macuda_hw::qmd::Qmd;
 use std::collections::HashMap;
