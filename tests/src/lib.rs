@@ -13,6 +13,40 @@ pub mod runtime_libs;
 pub mod sim_host;
 pub mod vector_add;
 
+/// One `#[test]` for each actor and each way an injected fault makes it
+/// fail (panic, error, hang), each calling `$inject(actor, action)`: the
+/// fault-injection matrix every path of the stack is held to.
+#[macro_export]
+macro_rules! every_actor_failure {
+    ($inject:ident) => {
+        $crate::every_actor_failure!(@cases $inject;
+            pci_panic: "pci", Panic;
+            pci_error: "pci", Error;
+            pci_hang: "pci", Hang;
+            gsp_panic: "gsp", Panic;
+            gsp_error: "gsp", Error;
+            gsp_hang: "gsp", Hang;
+            memory_panic: "memory", Panic;
+            memory_error: "memory", Error;
+            memory_hang: "memory", Hang;
+            submit_panic: "submit", Panic;
+            submit_error: "submit", Error;
+            submit_hang: "submit", Hang;
+            loader_panic: "loader", Panic;
+            loader_error: "loader", Error;
+            loader_hang: "loader", Hang;
+        );
+    };
+    (@cases $inject:ident; $($name:ident: $actor:literal, $action:ident;)+) => {
+        $(
+            #[test]
+            fn $name() {
+                $inject($actor, ::macuda_core::FaultAction::$action);
+            }
+        )+
+    };
+}
+
 use macuda_pci::{CardEvent, NullCard, NullOpener, NullProfile, Opener};
 use macuda_supervisor::{Host, HostConfig};
 use std::sync::Arc;

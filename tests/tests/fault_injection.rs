@@ -165,34 +165,8 @@ fn inject_mid_workload(actor: &str, action: FaultAction) {
     assert_eq!(world.report_files().len(), 1, "{:?}", world.report_files());
 }
 
-macro_rules! cases {
-    ($($name:ident: $actor:literal, $action:ident;)+) => {
-        $(
-            #[test]
-            fn $name() {
-                inject_mid_workload($actor, FaultAction::$action);
-            }
-        )+
-    };
-}
-
-cases! {
-    pci_panic: "pci", Panic;
-    pci_error: "pci", Error;
-    pci_hang: "pci", Hang;
-    gsp_panic: "gsp", Panic;
-    gsp_error: "gsp", Error;
-    gsp_hang: "gsp", Hang;
-    memory_panic: "memory", Panic;
-    memory_error: "memory", Error;
-    memory_hang: "memory", Hang;
-    submit_panic: "submit", Panic;
-    submit_error: "submit", Error;
-    submit_hang: "submit", Hang;
-    loader_panic: "loader", Panic;
-    loader_error: "loader", Error;
-    loader_hang: "loader", Hang;
-}
+// One test for each actor and each way it can fail.
+macuda_tests::every_actor_failure!(inject_mid_workload);
 
 #[test]
 fn every_actor_gets_work_in_the_workload() {
