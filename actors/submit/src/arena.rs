@@ -8,6 +8,11 @@
 //! region of their own with a writer of their own (two regions, one writer
 //! each).
 //!
+//! Video memory starts with whatever was there, not the mirror's zeros, so
+//! the first flush delivers the whole region, and so does the first after
+//! the channels that delivered were torn down mid-flight; every other flush
+//! delivers only its spans (with diffing, only their changed words).
+//!
 //! Cross-token alignment: at a standstill (a synchronisation the host
 //! waited for, so nothing is in flight) the next descriptor starts again at
 //! offset 0. A decode token then lays launch k where the previous token's
@@ -73,10 +78,6 @@ impl MirrorStore for Vec<u8> {
     }
 }
 
-/// A word of `DescriptorArena::delivered`: video memory holds it, or not yet.
-const HELD: u8 = 1;
-const OWED: u8 = 0;
-
 pub struct DescriptorArena {
     shadow: Vec<u8>,
     mirror: Box<dyn MirrorStore>,
@@ -84,14 +85,13 @@ pub struct DescriptorArena {
     restart_at_next: bool,
     dirty: Vec<Span>,
     diffing: bool,
-    /// Per word: whether video memory holds the mirror's value. Video
-    /// memory starts with whatever was there, not zeros, so a word that was
-    /// never delivered differs from the mirror whatever the two hold.
-    /// Bytes (1 delivered, 0 not), not `bool`s: a flush asks of every span
-    /// it compares whether any of its words is owed, and a byte slice
-    /// answers that with a memchr where a `bool` slice is scanned one by
-    /// one (15% of the actor's time in `macuda bench launch`).
-    delivered: Vec<u8>,
+    /// Video memory does not hold the mirror: the next flush delivers the
+    /// whole region. Where it does, a word equal in shadow and mirror is
+    /// in video memory too, and diffing needs nothing else to know what to
+    /// leave out. (A flag per word, asked of every span at every flush,
+    /// cost more than the diff itself: a memchr over a quarter of the
+    /// span's bytes, and a quarter more of the region in the CPU's caches.)
+    owe_region: bool,
     /// Spans handed to the GPU and the timeline value that retires them.
     in_flight: VecDeque<(Span, u64)>,
 }
@@ -126,7 +126,7 @@ impl DescriptorArena {
             restart_at_next: true,
             dirty: Vec::new(),
             diffing,
-            delivered: vec![OWED; capacity.div_ceil(PATCH_GRANULE) as usize],
+            owe_region: true,
             in_flight: VecDeque::new(),
         }
     }
@@ -240,10 +240,10 @@ impl DescriptorArena {
     }
 
     /// Video memory can no longer be trusted to hold what was delivered
-    /// (the channels that delivered it were torn down mid-flight): every
-    /// word goes again at its next flush.
+    /// (the channels that delivered it were torn down mid-flight): the
+    /// whole region goes again at the next flush.
     pub fn forget_delivered(&mut self) {
-        self.delivered.fill(OWED);
+        self.owe_region = true;
         self.in_flight.clear();
         self.dirty.clear();
         self.restart_at_next = true;
@@ -263,11 +263,13 @@ impl DescriptorArena {
 
     /// Deliver what was written since the last flush into the mirror and
     /// say what was copied. With diffing, each written span contributes
-    /// only the words that differ from what the mirror already holds there.
+    /// only the words that differ from what the mirror already holds there;
+    /// while video memory does not hold the mirror, the whole region goes.
     pub fn flush(&mut self, retire_at: u64) -> FlushPlan {
         let mut plan = FlushPlan::default();
+        let owe_region = self.owe_region && !self.dirty.is_empty();
         for span in std::mem::take(&mut self.dirty) {
-            let patch = if self.diffing {
+            let patch = if self.diffing && !owe_region {
                 self.changed(span)
             } else {
                 Some(span)
@@ -275,12 +277,23 @@ impl DescriptorArena {
             if let Some(p) = patch {
                 let (a, b) = (p.offset as usize, p.end() as usize);
                 self.mirror.bytes_mut()[a..b].copy_from_slice(&self.shadow[a..b]);
-                let words = a / PATCH_GRANULE as usize..b.div_ceil(PATCH_GRANULE as usize);
-                self.delivered[words].fill(HELD);
-                plan.payload_bytes += p.len;
-                plan.patches.push(p);
+                if !owe_region {
+                    plan.payload_bytes += p.len;
+                    plan.patches.push(p);
+                }
             }
             self.note_in_flight(span, retire_at);
+        }
+        if owe_region {
+            // Nothing else is in flight: the region was just created, or
+            // its channels were torn down.
+            let whole = Span {
+                offset: 0,
+                len: self.capacity(),
+            };
+            plan.payload_bytes = whole.len;
+            plan.patches = vec![whole];
+            self.owe_region = false;
         }
         plan
     }
@@ -313,7 +326,7 @@ impl DescriptorArena {
     }
 
     /// The smallest word-aligned span of `span` where shadow and mirror
-    /// differ, or video memory was never given the word.
+    /// differ.
     fn changed(&self, span: Span) -> Option<Span> {
         let start = span.offset - span.offset % PATCH_GRANULE;
         let end = span
@@ -324,22 +337,20 @@ impl DescriptorArena {
             &self.shadow[start as usize..end as usize],
             &self.mirror.bytes()[start as usize..end as usize],
         );
-        let words = s.len() / PATCH_GRANULE as usize;
-        let first_word = (start / PATCH_GRANULE) as usize;
-        let known = &self.delivered[first_word..first_word + words];
-        // The common case in a steady decode: nothing changed and all of
-        // it was delivered; one compare of the whole span says so.
-        if s == m && !known.contains(&OWED) {
+        // The common case in a steady decode: nothing changed; one compare
+        // of the whole span says so.
+        if s == m {
             return None;
         }
-        let differs = |i: usize| {
-            let g = PATCH_GRANULE as usize;
-            s[i * g..(i + 1) * g] != m[i * g..(i + 1) * g] || known[i] == OWED
-        };
-        let first = (0..words).find(|&i| differs(i))?;
-        let last = (first..words).rev().find(|&i| differs(i))?;
-        let offset = start + first as u64 * PATCH_GRANULE;
-        let len = (end - offset).min((last - first + 1) as u64 * PATCH_GRANULE);
+        let g = PATCH_GRANULE as usize;
+        let mut words = s.chunks_exact(g).zip(m.chunks_exact(g));
+        let first = words.position(|(a, b)| a != b)?;
+        let last = s
+            .chunks_exact(g)
+            .zip(m.chunks_exact(g))
+            .rposition(|(a, b)| a != b)?;
+        let offset = start + (first * g) as u64;
+        let len = (end - offset).min(((last - first + 1) * g) as u64);
         Some(Span { offset, len })
     }
 }
@@ -434,9 +445,12 @@ mod tests {
         };
         let first = token(&mut a, 1);
         assert_eq!(
-            first.payload_bytes,
-            4 * 384,
-            "the first token delivers everything"
+            first.patches,
+            vec![Span {
+                offset: 0,
+                len: 4096
+            }],
+            "the first flush delivers the whole region"
         );
         let second = token(&mut a, 2);
         assert_eq!(second.patches.len(), 4);
@@ -460,31 +474,40 @@ mod tests {
     }
 
     #[test]
-    fn zeros_never_delivered_still_go_once() {
-        // Video memory is not zeroed: a descriptor that begins with zero
-        // words must still deliver them the first time.
+    fn video_memory_gets_the_whole_region_first_and_again_after_a_teardown() {
+        // Video memory is not zeroed: zeros the mirror starts with, and
+        // the gaps between descriptors, must reach it too.
         let mut a = DescriptorArena::new(4096, true);
         let o = a.reserve(384, 256).unwrap();
         let mut d = vec![0u8; 384];
         d[200] = 5;
         a.write(o, &d).unwrap();
-        let p = a.flush(1);
-        assert_eq!(
-            p.patches,
-            vec![Span {
-                offset: 0,
-                len: 384
-            }]
-        );
+        let whole = vec![Span {
+            offset: 0,
+            len: 4096,
+        }];
+        assert_eq!(a.flush(1).patches, whole);
         a.standstill();
         let o = a.reserve(384, 256).unwrap();
         a.write(o, &d).unwrap();
         assert_eq!(a.flush(2).payload_bytes, 0, "now video memory holds them");
+        // Channels torn down mid-flight: nothing in video memory is
+        // trusted, and the next flush with anything in it sends all again.
+        a.forget_delivered();
+        assert_eq!(a.flush(3), FlushPlan::default(), "nothing written yet");
+        let o = a.reserve(384, 256).unwrap();
+        a.write(o, &d).unwrap();
+        assert_eq!(a.flush(4).patches, whole);
+        assert_eq!(&a.mirror()[..384], &d[..]);
     }
 
     #[test]
     fn without_diffing_whole_spans_go() {
         let mut a = DescriptorArena::new(4096, false);
+        let o = a.reserve(384, 256).unwrap();
+        a.write(o, &[9; 384]).unwrap();
+        assert_eq!(a.flush(1).payload_bytes, 4096, "the whole region first");
+        a.standstill();
         for _ in 0..2 {
             let o = a.reserve(384, 256).unwrap();
             a.write(o, &[9; 384]).unwrap();
