@@ -123,6 +123,7 @@ impl Qmd {
     /// # Errors
     /// An index past the version's banks, or an address or size its
     /// fields cannot hold.
+    #[inline]
     pub fn set_constant_bank_place(
         &mut self,
         index: usize,
@@ -140,6 +141,7 @@ impl Qmd {
 
     /// Whether constant bank `index` is bound (false past the version's
     /// banks).
+    #[inline]
     pub fn constant_bank_valid(&self, index: usize) -> bool {
         self.version
             .layout()
@@ -168,6 +170,7 @@ impl Qmd {
     ///
     /// # Errors
     /// An unaligned address or size, or one its fields cannot hold.
+    #[inline]
     pub fn set_program_prefetch_range(
         &mut self,
         address: u64,
