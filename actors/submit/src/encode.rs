@@ -15,6 +15,7 @@ use macuda_hw::sm::{
     SHARED_UNIT,
 };
 use serde::{Deserialize, Serialize};
+use std::cell::Cell;
 
 /// A constant bank a kernel needs bound besides bank 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,6 +284,12 @@ pub struct KernelTemplate {
     pub desc: KernelDesc,
     qmd: Qmd,
     cbank0: Vec<u8>,
+    /// The carve-out of this kernel's last launch, by its threads a block
+    /// and shared bytes a block: a decode launches each kernel with the
+    /// same shape token after token, and the carve-out's occupancy
+    /// arithmetic (four divisions) cost more than the rest of the QMD's
+    /// per-launch fields together.
+    last_carve_out: Cell<Option<(u32, u64, SmConfig)>>,
 }
 
 fn split(value: u64, shift: u32) -> (u32, u32) {
@@ -311,7 +318,12 @@ impl DeviceFormat {
                 ..DriverWords::default()
             },
         );
-        Ok(KernelTemplate { desc, qmd, cbank0 })
+        Ok(KernelTemplate {
+            desc,
+            qmd,
+            cbank0,
+            last_carve_out: Cell::new(None),
+        })
     }
 
     /// One launch from a template into `qmd` and the bank-0 slot.
@@ -358,7 +370,15 @@ impl DeviceFormat {
         }
         // The carve-out depends on the block's threads as well as its
         // shared memory, so every launch sets it.
-        let c = self.sm_config_for(&t.desc, shape.block, bytes);
+        let threads: u32 = shape.block.iter().product();
+        let c = match t.last_carve_out.get() {
+            Some((n, b, c)) if (n, b) == (threads, bytes) => c,
+            _ => {
+                let c = self.sm_config_for(&t.desc, shape.block, bytes);
+                t.last_carve_out.set(Some((threads, bytes, c)));
+                c
+            }
+        };
         qmd.set(l.min_sm_config_shared_mem_size, u32::from(c.min))?;
         qmd.set(l.target_sm_config_shared_mem_size, u32::from(c.target))?;
         if cbank0.len() != t.cbank0.len() {
@@ -641,6 +661,43 @@ mod tests {
         assert_eq!(
             u64::from(back.shared_memory_size),
             h.block_shared_bytes(&k, 64 * 1024)
+        );
+        // The template keeps its last launch's carve-out: launched again
+        // with other shapes, and back, each launch gets its own shape's.
+        let mut seen = Vec::new();
+        for (block, dynamic) in [
+            ([256, 1, 1], 0),
+            ([128, 1, 1], 64512),
+            ([128, 1, 1], 64512),
+            ([256, 1, 1], 64 * 1024),
+            ([256, 1, 1], 0),
+        ] {
+            let shape = LaunchShape {
+                grid: [1, 1, 1],
+                block,
+                dynamic_shared_bytes: dynamic,
+            };
+            h.launch(
+                &t,
+                &shape,
+                &vec![0u8; k.param_bytes as usize],
+                &mut q,
+                slot(0x3_0000_0040, &mut bank, false),
+            )
+            .unwrap();
+            let back = kib(qmd::decode(h.qmd, q.words()).unwrap().sm_config.unwrap());
+            let want = kib(h.sm_config_for(&k, block, h.block_shared_bytes(&k, dynamic)));
+            assert_eq!(back, want, "{block:?} {dynamic}");
+            seen.push(want);
+        }
+        assert_eq!(
+            seen[..4],
+            [
+                (32, 32, 228),
+                (196, 196, 228),
+                (196, 196, 228),
+                (132, 132, 228)
+            ]
         );
     }
 
