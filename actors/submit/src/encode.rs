@@ -648,15 +648,20 @@ mod tests {
         let t = h.template(k.clone()).unwrap();
         let mut q = t.qmd.clone();
         let mut bank = vec![0u8; t.cbank0.len()];
-        h.launch(
-            &t,
-            &shape,
-            &vec![0u8; k.param_bytes as usize],
-            &mut q,
-            slot(0x3_0000_0040, &mut bank, false),
-        )
-        .unwrap();
-        let back = qmd::decode(h.qmd, q.words()).unwrap();
+        let params = vec![0u8; k.param_bytes as usize];
+        // One launch of the template, read back from its QMD.
+        let mut launch_as = |shape: &LaunchShape| {
+            h.launch(
+                &t,
+                shape,
+                &params,
+                &mut q,
+                slot(0x3_0000_0040, &mut bank, false),
+            )
+            .unwrap();
+            qmd::decode(h.qmd, q.words()).unwrap()
+        };
+        let back = launch_as(&shape);
         assert_eq!(kib(back.sm_config.unwrap()), (132, 132, 228));
         assert_eq!(
             u64::from(back.shared_memory_size),
@@ -677,15 +682,7 @@ mod tests {
                 block,
                 dynamic_shared_bytes: dynamic,
             };
-            h.launch(
-                &t,
-                &shape,
-                &vec![0u8; k.param_bytes as usize],
-                &mut q,
-                slot(0x3_0000_0040, &mut bank, false),
-            )
-            .unwrap();
-            let back = kib(qmd::decode(h.qmd, q.words()).unwrap().sm_config.unwrap());
+            let back = kib(launch_as(&shape).sm_config.unwrap());
             let want = kib(h.sm_config_for(&k, block, h.block_shared_bytes(&k, dynamic)));
             assert_eq!(back, want, "{block:?} {dynamic}");
             seen.push(want);
