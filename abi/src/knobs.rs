@@ -63,6 +63,11 @@
 //!   default where the card maps them), or the submit actor, through its
 //!   mailbox (`actor`), to compare what the hand-over between threads
 //!   costs on busy CPUs.
+//! - `MACUDA_HUGE_PAGES_FROM=BYTES`: on the kernel path, video memory
+//!   allocations from this size take 2 MiB pages (the module path's own
+//!   threshold otherwise), to measure what the GPU's TLB misses on 4 KiB
+//!   pages cost a chain whose QMDs and banks 0 lie in a region smaller
+//!   than that threshold.
 //! - `MACUDA_PROFILE=FILE`: the per-kernel GPU timeline, written at exit
 //!   as a trace-event JSON at FILE (ui.perfetto.dev opens it) and a text
 //!   summary at FILE.txt (`crate::profile_trace`).
@@ -89,6 +94,7 @@ pub const CHAIN_PREFETCH: &str = "MACUDA_CHAIN_PREFETCH";
 pub const CARVE_OUT_MIN: &str = "MACUDA_CARVE_OUT_MIN";
 pub const SYNC_WAIT: &str = "MACUDA_SYNC_WAIT";
 pub const SMALL_UPLOADS: &str = "MACUDA_SMALL_UPLOADS";
+pub const HUGE_PAGES_FROM: &str = "MACUDA_HUGE_PAGES_FROM";
 pub const LOG: &str = "MACUDA_LOG";
 pub const PROFILE: &str = "MACUDA_PROFILE";
 pub const INJECT: &str = "MACUDA_INJECT";
@@ -142,6 +148,8 @@ pub struct Knobs {
     /// Whether the caller waits out its syncs itself (`None`: the
     /// submit actor's default).
     pub caller_waits: Option<bool>,
+    /// Video memory allocations from this many bytes take huge pages.
+    pub huge_pages_from: Option<u64>,
     /// Where the GPU timeline goes at exit.
     pub profile: Option<std::path::PathBuf>,
     pub inject: Option<InjectSpec>,
@@ -325,6 +333,7 @@ impl Knobs {
                 expected: "ACTOR[.REQUEST]:panic|error|hang:N, as macuda --inject takes",
             })?),
         };
+        let huge_pages_from = positive(HUGE_PAGES_FROM, "a whole number of bytes, at least 1")?;
         let gpu_fault_at = positive(
             INJECT_GPU_FAULT,
             "the number of the launch to fault, from 1",
@@ -342,6 +351,7 @@ impl Knobs {
             graph_nodes,
             staged_uploads,
             caller_waits,
+            huge_pages_from,
             profile,
             inject,
             gpu_fault_at,

@@ -154,6 +154,7 @@ pub fn host_config(spec: DeviceSpec, knobs: &Knobs) -> HostConfig {
     if let Some(caller_waits) = knobs.caller_waits {
         config.submit.caller_waits = caller_waits;
     }
+    config.huge_pages_from = knobs.huge_pages_from;
     if knobs.profile.is_some() {
         config.submit.profile_slots = Some(PROFILE_SLOTS);
     }
@@ -471,6 +472,19 @@ mod tests {
         );
         let e = knobs(&[(SYNC_WAIT, "thread")]).unwrap_err();
         assert_eq!((e.name, e.value.as_str()), (SYNC_WAIT, "thread"));
+    }
+
+    #[test]
+    fn the_huge_page_threshold_reaches_the_hosts_config_and_a_bad_one_is_named() {
+        let default = host_config(macuda_pci::DeviceSpec::Null, &Knobs::default());
+        assert_eq!(default.huge_pages_from, None);
+        let k = knobs(&[(HUGE_PAGES_FROM, "2097152")]).unwrap();
+        let config = host_config(macuda_pci::DeviceSpec::Null, &k);
+        assert_eq!(config.huge_pages_from, Some(2 << 20));
+        for bad in ["2M", "0", "-1"] {
+            let e = knobs(&[(HUGE_PAGES_FROM, bad)]).unwrap_err();
+            assert_eq!((e.name, e.value.as_str()), (HUGE_PAGES_FROM, bad));
+        }
     }
 
     #[test]

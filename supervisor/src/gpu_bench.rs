@@ -25,6 +25,9 @@ const WARM_LAUNCHES: u64 = 2_000;
 /// Launches between syncs in the token-shaped run: about a small model's
 /// decode token (the 1B llama's is about 250 kernels).
 pub const TOKEN_LAUNCHES: u64 = 250;
+/// The huge-page threshold the page variant runs with: the default
+/// descriptor region (4 MiB) and everything larger take 2 MiB pages.
+const HUGE_PAGES_FROM: u64 = 2 << 20;
 /// What every launch is: one block of one warp, as the reference's are.
 const BLOCK: [u32; 3] = [32, 1, 1];
 
@@ -48,6 +51,10 @@ pub struct GpuBench {
     pub variants: Vec<(ChainTuning, usize, f64, bool)>,
     /// Each descriptor-region size and diffing setting tried.
     pub regions: Vec<(u64, bool, Timed)>,
+    /// The default region on 2 MiB pages (video memory from 2 MiB takes
+    /// huge pages): what the GPU's TLB misses on the 4 KiB pages the
+    /// module path gives it otherwise cost.
+    pub huge_pages: Option<Timed>,
 }
 
 impl GpuBench {
@@ -105,6 +112,12 @@ impl GpuBench {
                 t.build_ns,
                 t.flush_ns,
                 t.wait_ns
+            );
+        }
+        if let Some(t) = &self.huge_pages {
+            s += &format!(
+                "region on 2 MiB pages: {:.0} ns a launch (actor: build {:.0}, hand-over {:.0}, waiting {:.0})\n",
+                t.total_ns, t.build_ns, t.flush_ns, t.wait_ns
             );
         }
         s += &format!(
@@ -219,6 +232,9 @@ pub fn gpu_bench(
             let t = time_empty_launches(c, launches, launches)?;
             bench.regions.push((bytes, diffing, t));
         }
+        let mut c = config.clone();
+        c.huge_pages_from = Some(HUGE_PAGES_FROM);
+        bench.huge_pages = Some(time_empty_launches(c, launches, launches)?);
     }
     match reference_program {
         Some(p) => match reference(p, launches) {

@@ -96,6 +96,11 @@ pub struct HostConfig {
     /// Where the GSP images are, for a card we boot ourselves (else
     /// `MACUDA_FIRMWARE`, else the system's firmware directories).
     pub firmware: Option<PathBuf>,
+    /// On the kernel path, video memory allocations from this many bytes
+    /// take 2 MiB pages (`None`: the module's threshold). A diagnostic
+    /// (`MACUDA_HUGE_PAGES_FROM`): what the GPU's TLB misses on small
+    /// pages cost a chain that walks through descriptor memory.
+    pub huge_pages_from: Option<u64>,
 }
 
 /// `MACUDA_REPORT_DIR`, else `macuda-reports` in the system temp directory.
@@ -121,6 +126,7 @@ impl HostConfig {
             submit: macuda_submit::SubmitConfig::default(),
             rm_driver: None,
             firmware: None,
+            huge_pages_from: None,
         }
     }
 }
@@ -294,6 +300,7 @@ fn rm_plan(spec: &DeviceSpec, config: &HostConfig) -> RmPlan {
                 .clone()
                 .unwrap_or_else(|| Arc::new(macuda_gsp::DeviceFiles)),
             index: *index,
+            huge_pages_from: config.huge_pages_from,
         }),
         DeviceSpec::Null => RmPlan::Ready(macuda_gsp::RmChoice::Null),
         // NVIDIA's logging metadata is not ours to have; the simulated

@@ -21,7 +21,10 @@
 # Where target/device holds what tests/device/build.sh makes (carried
 # beside the archive), SPLIT_EXTRAS (default "bench-gpu gpu-tests") adds
 # the device checks that need no llama.cpp: `macuda bench gpu` beside
-# NVIDIA's loop and graph first, while the CPUs are idle (OUT/bench-gpu.txt),
+# NVIDIA's loop and graph first, while the CPUs are idle (OUT/bench-gpu.txt;
+# BENCH_GPU_ARGS, e.g. --variants), with `macuda bench launch` on the null
+# device (OUT/bench-launch-null.txt); `chain-variants`, the graph of small
+# kernels stock beside ours under CHAIN_VARIANTS (OUT/chain-variants/);
 # and the GPU test binaries (gpu, kernel_rm) while stock's build runs
 # (OUT/gpu.txt, OUT/kernel_rm.txt), each line of the outcome in the log.
 set -euo pipefail
@@ -40,7 +43,21 @@ extras=" ${SPLIT_EXTRAS-bench-gpu gpu-tests} "
 export MACUDA_REPORT_DIR=${MACUDA_REPORT_DIR:-/tmp/macuda-device-reports}
 mkdir -p "$MACUDA_REPORT_DIR"
 if [[ $extras == *" bench-gpu "* ]] && [ -x target/device/macuda ]; then
-  bash tests/device/bench-gpu.sh "$out" | tee -a "$log"
+  # shellcheck disable=SC2086 # BENCH_GPU_ARGS is a list of arguments
+  bash tests/device/bench-gpu.sh "$out" ${BENCH_GPU_ARGS-} | tee -a "$log"
+  # The same actor on this host's CPUs with no GPU under it (the null
+  # device): set beside the line above, it says how much of the actor's
+  # cost here is the CPU and how much the card's mappings.
+  timeout --kill-after=5 120 target/device/macuda bench launch >"$out/bench-launch-null.txt" 2>&1
+  echo "bench launch, null device on this host: exit $?, $(grep '^launch:' "$out/bench-launch-null.txt")" | tee -a "$log"
+fi
+if [[ $extras == *" chain-variants "* ]]; then
+  # A graph of small dependent kernels, stock beside ours under the
+  # settings CHAIN_VARIANTS names (the script's own set where unset).
+  VARIANTS=${CHAIN_VARIANTS-} bash tests/device/chain-variants.sh "$out/chain-variants" 400 200 8 264 \
+    >"$out/chain-variants.log" 2>&1
+  echo "chain variants: exit $?" | tee -a "$log"
+  cat "$out/chain-variants/chain-variants.txt" >>"$log" 2>/dev/null
 fi
 
 # Stock's nvcc build and the split CPU build share the CPUs; the link waits

@@ -160,7 +160,7 @@ impl DirectPath for KernelRm {
         bytes: u64,
         cpu: bool,
     ) -> Result<VramBuffer, KernelRmError> {
-        let video = self.alloc_video(bytes)?;
+        let video = self.alloc_video(bytes, macuda_gsp::kernel::video_page(bytes))?;
         let va = space.take_va(video.bytes, video.page)?;
         self.map_gpu(space, video.handle, va, video.bytes)?;
         let cpu = if cpu {

@@ -237,6 +237,9 @@ pub struct FakeModule {
     /// What the debugger reports (set when a fault happens).
     pub recorded: Option<ArmedFault>,
     pub gpu_log: Vec<GpuEvent>,
+    /// Each video memory allocation's size and whether it asked for huge
+    /// pages, in order.
+    pub video: Vec<(u64, bool)>,
     /// The RM calls recovery cares about, in order.
     pub calls: Vec<FakeCall>,
     /// The fake GPU's clock (stamped releases write its nanoseconds).
@@ -317,6 +320,7 @@ impl FakeModule {
             armed: None,
             recorded: None,
             gpu_log: Vec::new(),
+            video: Vec::new(),
             calls: Vec::new(),
             clock: std::time::Instant::now(),
             next_token: 0xA,
@@ -885,6 +889,15 @@ impl FakeNode {
                 };
                 if len == 0 || len > 4 << 30 {
                     return rm::status::NO_MEMORY;
+                }
+                if a.h_class == class::NV1_MEMORY_USER {
+                    let page_size = params.attr & rm::memory::ATTR_PAGE_SIZE_MASK;
+                    let huge = page_size == rm::memory::ATTR_PAGE_SIZE_HUGE;
+                    // RM backs huge-page memory in whole 2 MiB pages only.
+                    if huge && !params.size.is_multiple_of(page::HUGE) {
+                        return INVALID_ARGUMENT;
+                    }
+                    m.video.push((params.size, huge));
                 }
                 m.memory.insert(h, Backing::owned(len));
                 params.address = 0;

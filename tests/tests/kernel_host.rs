@@ -924,3 +924,51 @@ fn without_a_profile_nothing_is_stamped() {
     // The chain's tail release, and the copy queue's delivery release.
     assert!(releases <= 4, "{releases}");
 }
+
+#[test]
+fn the_huge_page_threshold_decides_which_allocations_rm_backs_with_2_mib_pages() {
+    const MIB: u64 = 1 << 20;
+    // What RM was asked for with the module's threshold (8 MiB) and with
+    // 2 MiB: the submit actor's 4 MiB descriptor region and a 3 MiB buffer
+    // change pages, a 1 MiB one does not; every huge allocation is whole
+    // 2 MiB pages and lies at a 2 MiB-aligned VA.
+    let asked = |huge_pages_from: Option<u64>| {
+        let mut world = KernelWorld::new(Duration::from_secs(30));
+        world.config.huge_pages_from = huge_pages_from;
+        let host = world.start();
+        let vas: Vec<u64> = [MIB, 3 * MIB, 4 * MIB]
+            .iter()
+            .map(|&b| host.call(|s| s.memory.alloc_device(b)).unwrap().va)
+            .collect();
+        drop(host.shutdown());
+        let video = world.fake.0.lock().video.clone();
+        (vas, video)
+    };
+    let (_, default) = asked(None);
+    assert!(
+        default
+            .iter()
+            .all(|&(bytes, huge)| huge == (bytes >= 8 * MIB)),
+        "{default:?}"
+    );
+    let (vas, two) = asked(Some(2 * MIB));
+    let huge_of =
+        |video: &[(u64, bool)], bytes: u64| video.iter().filter(|v| **v == (bytes, true)).count();
+    assert!(
+        huge_of(&two, 4 * MIB) >= 2,
+        "the region and the 4 MiB buffer: {two:?}"
+    );
+    assert_eq!(huge_of(&default, 4 * MIB), 0, "{default:?}");
+    assert!(
+        two.contains(&(4 * MIB, true)) && two.contains(&(MIB, false)),
+        "{two:?}"
+    );
+    assert!(
+        two.iter().all(|&(bytes, huge)| huge == (bytes >= 2 * MIB)),
+        "{two:?}"
+    );
+    assert!(
+        vas[1].is_multiple_of(2 * MIB) && vas[2].is_multiple_of(2 * MIB),
+        "{vas:x?}"
+    );
+}

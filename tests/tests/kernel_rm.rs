@@ -878,7 +878,9 @@ fn rule_probes(rm: &KernelRm) -> Vec<(&'static str, bool)> {
     let mut out = Vec::new();
     let mut space = rm.va_space().expect("a VA space");
     // Huge-page memory: mapped at a VA on its page, and one small page off.
-    let huge = rm.alloc_video(8 << 20).expect("8 MiB of video memory");
+    let huge = rm
+        .alloc_video(8 << 20, page::HUGE)
+        .expect("8 MiB of video memory");
     assert_eq!(huge.page, page::HUGE);
     // The mapping, then two free huge pages for the one placed off them.
     let base = space
@@ -904,7 +906,9 @@ fn rule_probes(rm: &KernelRm) -> Vec<(&'static str, bool)> {
     let overlap = rm.map_gpu(&space, huge.handle, base + page::HUGE, page::HUGE);
     out.push(("a mapping over a mapped range", overlap.is_ok()));
     // Small-page memory at a small-page VA.
-    let small = rm.alloc_video(64 << 10).expect("64 KiB of video memory");
+    let small = rm
+        .alloc_video(64 << 10, page::SMALL)
+        .expect("64 KiB of video memory");
     assert_eq!(small.page, page::SMALL);
     let va = space.take_va(small.bytes, page::SMALL).unwrap();
     let mapped = rm.map_gpu(&space, small.handle, va, small.bytes);
@@ -912,6 +916,17 @@ fn rule_probes(rm: &KernelRm) -> Vec<(&'static str, bool)> {
         "small-page memory mapped at a small-page VA",
         mapped.is_ok(),
     ));
+    // Huge pages below the module path's own threshold (8 MiB): what
+    // `MACUDA_HUGE_PAGES_FROM` asks for the 4 MiB descriptor region.
+    let four = rm.alloc_video(4 << 20, page::HUGE);
+    out.push((
+        "4 MiB of video memory on huge pages",
+        four.as_ref()
+            .is_ok_and(|v| v.page == page::HUGE && v.bytes == 4 << 20),
+    ));
+    if let Ok(v) = four {
+        let _ = rm.free(rm.device(), v.handle);
+    }
     // Objects: a class nobody has, a context share under the device (its
     // parent must be a channel group), a free of a handle never made.
     let no_class = rm.alloc::<()>(rm.device(), 0xDEAD, None);
@@ -959,7 +974,7 @@ fn against_the_fake_module_the_rule_probes_run() {
     // handle never made and a subcontext in a copy engine's group; the fake
     // was brought in line with it.)
     let want = [
-        true, true, false, true, false, false, true, true, true, false,
+        true, true, false, true, true, false, false, true, true, true, false,
     ];
     assert_eq!(
         got.iter().map(|(_, ok)| *ok).collect::<Vec<_>>(),

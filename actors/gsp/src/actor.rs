@@ -28,6 +28,9 @@ pub enum RmChoice {
     Kernel {
         driver: Arc<dyn RmDriver>,
         index: u32,
+        /// Video memory allocations from this many bytes take 2 MiB pages
+        /// (`None`: the module's own threshold).
+        huge_pages_from: Option<u64>,
     },
     /// GSP-RM we boot on a card no driver serves (the TinyGPU socket,
     /// sysfs, the simulated card), with the images for its chip found
@@ -70,7 +73,7 @@ actor_protocol! {
     Objects => fn objects() -> Vec<RmObject>;
     Stats => fn stats() -> GspStats;
     /// Video memory from RM, mapped for the GPU at `va` (aligned to the
-    /// page size [`crate::kernel::video_page`] gives for `bytes`).
+    /// page size the device's [`crate::RmMemoryRules`] give for `bytes`).
     AllocVideo => fn alloc_video(bytes: u64, va: u64) -> VideoAlloc;
     /// Pinned host memory, mapped for the GPU at `va` (4 KiB aligned).
     AllocPinned => fn alloc_pinned(bytes: u64, va: u64) -> PinnedAlloc;
@@ -162,7 +165,11 @@ impl GspService for GspActor {
         let choice = self.choice.take().ok_or(GspError::NotOpen)?;
         let opened = match &choice {
             RmChoice::Null => self.open_null(),
-            RmChoice::Kernel { driver, index } => ModuleRm::open(Arc::clone(driver), *index)
+            RmChoice::Kernel {
+                driver,
+                index,
+                huge_pages_from,
+            } => ModuleRm::open(Arc::clone(driver), *index, *huge_pages_from)
                 .map(|(rm, info)| (Box::new(rm) as Box<dyn Rm>, info)),
             RmChoice::Firmware {
                 firmware,

@@ -4,7 +4,9 @@
 use crate::error::GspError;
 use crate::fault::ChannelFault;
 use crate::handle::ObjectHandle;
-use crate::info::{ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, NULL_GR_SHAPE};
+use crate::info::{
+    ComputeFacts, DeviceInfo, GrShape, MemoryOwner, RmBackend, RmMemoryRules, NULL_GR_SHAPE,
+};
 use crate::kernel::{
     self, ChannelGroup, ChannelObjects, GpuVaSpace, GrFacts, KernelIdentity, KernelRm,
     KernelRmError, RingPlacement, RmDriver, RmTeardown, Usermode,
@@ -41,6 +43,9 @@ pub(crate) struct ModuleRm {
     space: GpuVaSpace,
     gr: GrFacts,
     rm: KernelRm,
+    /// Which page RM backs an allocation of a size with; the memory actor
+    /// is handed the same rules with the device, so its VAs agree.
+    memory: RmMemoryRules,
 }
 
 struct ModuleChannels {
@@ -82,11 +87,18 @@ impl Drop for ModuleRm {
 
 impl ModuleRm {
     /// GPU `index` of the module, through `driver`'s nodes: the client, its
-    /// VA space and doorbell page, and what the device is.
+    /// VA space and doorbell page, and what the device is. Allocations
+    /// from `huge_pages_from` bytes take huge pages (the module's
+    /// threshold, [`kernel::MODULE_MEMORY`], where `None`).
     pub(crate) fn open(
         driver: Arc<dyn RmDriver>,
         index: u32,
+        huge_pages_from: Option<u64>,
     ) -> Result<(ModuleRm, DeviceInfo), GspError> {
+        let memory = RmMemoryRules {
+            huge_pages_from: huge_pages_from.unwrap_or(kernel::MODULE_MEMORY.huge_pages_from),
+            ..kernel::MODULE_MEMORY
+        };
         let rm = KernelRm::open(driver, index)?;
         let identity = rm.identify()?;
         let space = rm.va_space()?;
@@ -141,7 +153,7 @@ impl ModuleRm {
             // Memory through RM's mappings, DMA through pinned RM system
             // memory, submission through the channel's usermode doorbell.
             can: Capabilities::ALL,
-            memory: MemoryOwner::Rm(kernel::MODULE_MEMORY),
+            memory: MemoryOwner::Rm(memory),
             firmware: format!(
                 "GSP firmware is the kernel module's ({}): not ours to load or unload",
                 identity.driver_version
@@ -176,6 +188,7 @@ impl ModuleRm {
             space,
             gr,
             rm,
+            memory,
         };
         Ok((rm, info))
     }
@@ -203,7 +216,7 @@ impl Rm for ModuleRm {
     }
 
     fn alloc_video(&mut self, bytes: u64, va: u64) -> Result<VideoAlloc, GspError> {
-        let video = self.rm.alloc_video(bytes)?;
+        let video = self.rm.alloc_video(bytes, self.memory.video_page(bytes))?;
         if !va.is_multiple_of(video.page) {
             let _ = self.rm.free(self.rm.device(), video.handle);
             return Err(GspError::MisalignedVa {

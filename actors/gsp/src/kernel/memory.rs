@@ -231,13 +231,13 @@ impl KernelRm {
         check(free[0].status, "freeing a UVM range")
     }
 
-    /// Video memory allocated by RM: its handle and the size it got (a
-    /// whole number of the page size it is mapped with).
+    /// Video memory allocated by RM on pages of `page` bytes (small or
+    /// huge, as the caller's [`RmMemoryRules`] chose for `bytes`): its
+    /// handle and the size it got, a whole number of pages.
     ///
     /// # Errors
     /// RM refusing (out of memory, for one).
-    pub fn alloc_video(&self, bytes: u64) -> Result<VideoMemory, KernelRmError> {
-        let page = video_page(bytes);
+    pub fn alloc_video(&self, bytes: u64, page: u64) -> Result<VideoMemory, KernelRmError> {
         let huge = page == page::HUGE;
         let size = bytes.max(1).next_multiple_of(page);
         let mut params = MemoryAlloc {
