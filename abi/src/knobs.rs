@@ -53,11 +53,14 @@
 //!   its kernel runs as chains recorded on the card (`recorded`, the
 //!   default) or node by node as a stream runs them (`nodes`, as before
 //!   chains were recorded), to set the two side by side.
-//! - `MACUDA_SMALL_UPLOADS=inline|staged`: an upload from pageable
+//! - `MACUDA_SMALL_UPLOADS=inline|staged|cpu`: an upload from pageable
 //!   memory of up to 64 KiB travels in the compute queue's push buffer
 //!   and the engine writes it (`inline`, the default), or is staged in
 //!   pinned memory and carried by the copy engine (`staged`, as before),
-//!   to set the two side by side.
+//!   or, when the GPU has nothing of ours left to run, the CPU writes it
+//!   into video memory itself through the card's BAR1 mapping (`cpu`: a
+//!   decode token's six input uploads, each followed by a sync, then wait
+//!   for nothing), to set them side by side.
 //! - `MACUDA_SYNC_WAIT=caller|actor`: who waits out a stream or device
 //!   sync: the caller's own thread, reading the timelines (`caller`, the
 //!   default where the card maps them), or the submit actor, through its
@@ -124,6 +127,19 @@ pub fn start_log() -> Result<(), KnobError> {
     Ok(())
 }
 
+/// How an upload of up to 64 KiB travels (`MACUDA_SMALL_UPLOADS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SmallUploads {
+    /// In the compute queue's push buffer; the engine writes it.
+    #[default]
+    Inline,
+    /// Staged in pinned memory, carried by the copy engine.
+    Staged,
+    /// Written by the CPU through the card's mapping of video memory when
+    /// the GPU has nothing of ours left to run, else inline.
+    Cpu,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Knobs {
     pub chain_depth: Option<usize>,
@@ -142,9 +158,8 @@ pub struct Knobs {
     pub carve_out_min: Option<macuda_submit::CarveOutMin>,
     /// Graph launches replay node by node instead of as recorded chains.
     pub graph_nodes: bool,
-    /// Small uploads go through pinned staging and the copy engine
-    /// instead of inline in the compute queue's push buffer.
-    pub staged_uploads: bool,
+    /// How small uploads travel.
+    pub small_uploads: SmallUploads,
     /// Whether the caller waits out its syncs itself (`None`: the
     /// submit actor's default).
     pub caller_waits: Option<bool>,
@@ -290,13 +305,17 @@ impl Knobs {
             "recorded or nodes",
         )?
         .unwrap_or(false);
-        let staged_uploads = word(
+        let small_uploads = word(
             SMALL_UPLOADS,
             text(SMALL_UPLOADS),
-            &[("inline", false), ("staged", true)],
-            "inline or staged",
+            &[
+                ("inline", SmallUploads::Inline),
+                ("staged", SmallUploads::Staged),
+                ("cpu", SmallUploads::Cpu),
+            ],
+            "inline, staged or cpu",
         )?
-        .unwrap_or(false);
+        .unwrap_or_default();
         let caller_waits = word(
             SYNC_WAIT,
             text(SYNC_WAIT),
@@ -349,7 +368,7 @@ impl Knobs {
             chain_prefetch,
             carve_out_min,
             graph_nodes,
-            staged_uploads,
+            small_uploads,
             caller_waits,
             huge_pages_from,
             profile,

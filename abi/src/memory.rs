@@ -12,17 +12,21 @@
 //! no copy engine and no wait between two queues (each of a decode
 //! token's inputs had cost about 16 us on the copy engine); up to
 //! [`RING_PIECE_MAX`], or with `MACUDA_SMALL_UPLOADS=staged`, it is staged
-//! into a ring for the copy engine. Anything larger, and every download,
+//! into a ring for the copy engine. With `MACUDA_SMALL_UPLOADS=cpu`, one
+//! to a GPU with nothing of ours left to run is written by the CPU through
+//! the card's mapping of video memory instead (`cpu_upload`). Anything larger, and every download,
 //! goes through the other half of the staging buffer a chunk at a time,
 //! with a sync on each. On the null device the CPU does them at the call (it
 //! keeps the device's memory).
 
 use crate::device::Execution;
 use crate::error::CudaError;
+use crate::knobs::SmallUploads;
 use crate::runtime::Runtime;
 use crate::state::memory_map::{sides, Copy2dOp, CopyOp, End, FillOp, HostAlloc, HostBacking};
 use crate::state::streams::StreamState;
 use macuda_gsp::CpuView;
+use macuda_memory::DeviceWindow;
 use macuda_submit::LaneItem;
 use parking_lot::Mutex;
 use std::alloc::Layout;
@@ -164,6 +168,9 @@ fn gpu_copy(
     stream: &StreamState,
     sync_after: bool,
 ) -> Result<(), CudaError> {
+    if cpu_upload(rt, dst, src, bytes)? {
+        return Ok(());
+    }
     match (dst.gpu(), src.gpu()) {
         (Some(d), _) if inline_upload(rt, dst, src, bytes) => {
             let host = src.host().ok_or(CudaError::INVALID_VALUE)?;
@@ -274,6 +281,55 @@ fn gpu_copy(
     }
 }
 
+/// With `MACUDA_SMALL_UPLOADS=cpu`, a small upload from host memory to
+/// an idle GPU is written by the CPU into video memory through the card's
+/// mapping, and is done when this returns: with nothing of ours left to
+/// run, nothing queued can read the destination or write the source
+/// first, and whatever is queued later comes after the write (the fence
+/// drains the CPU's write-combining buffers before the doorbell that
+/// starts it). True when it was written so; false where another way must
+/// carry it (not idle, too large, or no CPU window on that memory).
+fn cpu_upload(rt: &Runtime, dst: End, src: End, bytes: u64) -> Result<bool, CudaError> {
+    let (End::Device(d), Some(host)) = (dst, src.host()) else {
+        return Ok(false);
+    };
+    if rt.knobs.small_uploads != SmallUploads::Cpu
+        || bytes > INLINE_UPLOAD_MAX
+        || !rt.idle_since_sync()
+    {
+        return Ok(false);
+    }
+    let Some(window) = device_window(rt, d)? else {
+        return Ok(false);
+    };
+    let Some(offset) = window.offset_of(d, bytes) else {
+        return Ok(false);
+    };
+    // SAFETY: the caller's source holds `bytes` readable bytes (the CUDA
+    // contract for a host pointer).
+    let data = unsafe { std::slice::from_raw_parts(host as *const u8, bytes as usize) };
+    window
+        .view
+        .write(offset, data)
+        .map_err(|_| CudaError::UNKNOWN)?;
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    Ok(true)
+}
+
+/// The CPU's window on the device allocation holding `va`, asked of the
+/// memory actor once per allocation and kept until it is freed.
+fn device_window(rt: &Runtime, va: u64) -> Result<Option<DeviceWindow>, CudaError> {
+    let Some(base) = rt.memory.lock().device_allocation(va) else {
+        return Ok(None);
+    };
+    if let Some(w) = rt.windows.lock().get(&base) {
+        return Ok(w.clone());
+    }
+    let window = rt.call(|s| s.memory.cpu_window(base))?;
+    rt.windows.lock().insert(base, window.clone());
+    Ok(window)
+}
+
 /// Whether an upload of `bytes` from `src` to `dst` travels in the push
 /// buffer: small, whole words at a word-aligned address, not turned off,
 /// and its bytes taken now the same as the ones stream order would read.
@@ -293,7 +349,7 @@ fn inline_upload(rt: &Runtime, dst: End, src: End, bytes: u64) -> bool {
         End::Device(_) => false,
     };
     settled
-        && !rt.knobs.staged_uploads
+        && rt.knobs.small_uploads != SmallUploads::Staged
         && bytes <= INLINE_UPLOAD_MAX
         && dst.is_multiple_of(word)
         && bytes.is_multiple_of(word)
@@ -459,6 +515,8 @@ pub fn free_device(rt: &Runtime, va: u64) -> Result<(), CudaError> {
     }
     rt.synchronize_all()?;
     rt.memory.lock().device.remove(&va);
+    // The CPU must not write through a window on memory RM may hand on.
+    rt.windows.lock().remove(&va);
     rt.call(|s| s.memory.free_device(va)).map(|_| ())
 }
 

@@ -15,11 +15,13 @@ use crate::launch_log::LaunchLog;
 use crate::state::graphs::GraphTable;
 use crate::state::memory_map::MemoryMap;
 use crate::state::streams::{EventTable, StreamTable};
+use macuda_memory::DeviceWindow;
 use macuda_pci::DeviceSpec;
 use macuda_pci::{NullCard, NullOpener, NullProfile};
 use macuda_submit::{CallerSync, LaneItem, LaunchLane, StreamId};
 use macuda_supervisor::{Host, HostConfig, HostError, Stack};
 use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -62,6 +64,10 @@ pub struct Runtime {
     /// One more than the lane's count at the last sync that returned (see
     /// [`Runtime::synchronize`]); 0 until one has.
     synced_past: std::sync::atomic::AtomicU64,
+    /// The CPU's window on each device allocation the CPU has written
+    /// small uploads into (`MACUDA_SMALL_UPLOADS=cpu`), by its base; `None`
+    /// where the card gives it none. Dropped when the allocation is freed.
+    pub(crate) windows: Mutex<BTreeMap<u64, Option<DeviceWindow>>>,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, CudaError>> = OnceLock::new();
@@ -87,7 +93,17 @@ pub fn runtime() -> Result<&'static Runtime, CudaError> {
 /// `cudaErrorIllegalState` when a runtime is already running, and the
 /// start-up errors of [`Runtime::over`].
 pub fn install(host: Host) -> Result<(), CudaError> {
-    let rt = over_or_say(host)?;
+    install_with(host, Knobs::default())
+}
+
+/// As [`install`], with the runtime's own knobs (those that are not the
+/// Host's: its config already holds those).
+///
+/// # Errors
+/// As [`install`].
+pub fn install_with(host: Host, knobs: Knobs) -> Result<(), CudaError> {
+    let mut rt = over_or_say(host)?;
+    rt.knobs = knobs;
     RUNTIME.set(Ok(rt)).map_err(|_| CudaError::ILLEGAL_STATE)?;
     register_exit();
     Ok(())
@@ -273,6 +289,7 @@ impl Runtime {
             knobs: Knobs::default(),
             launches: std::sync::atomic::AtomicU64::new(0),
             synced_past: std::sync::atomic::AtomicU64::new(0),
+            windows: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -545,9 +562,11 @@ mod tests {
         assert!(!knobs(&[]).unwrap().graph_nodes);
         assert!(knobs(&[(GRAPH_REPLAY, "nodes")]).unwrap().graph_nodes);
         assert!(!knobs(&[(GRAPH_REPLAY, "recorded")]).unwrap().graph_nodes);
-        assert!(!knobs(&[]).unwrap().staged_uploads);
-        assert!(knobs(&[(SMALL_UPLOADS, "staged")]).unwrap().staged_uploads);
-        assert!(!knobs(&[(SMALL_UPLOADS, "inline")]).unwrap().staged_uploads);
+        let small = |v: &str| knobs(&[(SMALL_UPLOADS, v)]).unwrap().small_uploads;
+        assert_eq!(knobs(&[]).unwrap().small_uploads, SmallUploads::Inline);
+        assert_eq!(small("staged"), SmallUploads::Staged);
+        assert_eq!(small("inline"), SmallUploads::Inline);
+        assert_eq!(small(" cpu"), SmallUploads::Cpu);
         assert_eq!(
             knobs(&[(SMALL_UPLOADS, "copy")]).unwrap_err().name,
             SMALL_UPLOADS

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One test-backend-ops case's runtime calls, NVIDIA's stack beside ours in
-# one run (tests/device/case_cost.cu): cudaMalloc, an upload, a launch
-# with a sync, a download, cudaFree, at three buffer sizes; stock, ours,
+# one run (tests/device/case_cost.cu): cudaMalloc, an upload, the same
+# upload again, a launch with a sync, a download, cudaFree, at three
+# buffer sizes; stock, ours,
 # stock, ours, and per phase the ratio of the better round of each. It
 # says which call makes an op of the suite slower on ours.
 #
@@ -23,7 +24,7 @@ summary=$out/case-cost.txt
 python3 - "$out" "${LOAD:-0}" "${OURS_ENV:-}" "${OTHER_ENV:-}" <<'PY' | tee -a "$summary"
 import re, sys
 out, load, ours_env, other_env = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-phases = ("malloc_us", "upload_us", "launch_sync_us", "download_us", "free_us", "case_us")
+phases = ("malloc_us", "upload_us", "reupload_us", "launch_sync_us", "download_us", "free_us", "case_us")
 def rounds(side):
     """{bytes: {phase: best value}} over the rounds that ended ok."""
     best = {}

@@ -158,6 +158,11 @@ impl MemoryMap {
         }
     }
 
+    /// The base of the cudaMalloc allocation holding `p`.
+    pub fn device_allocation(&self, p: u64) -> Option<u64> {
+        within(&self.device, p, 0)
+    }
+
     /// The allocation a device pointer starts, if it starts one.
     pub fn device_base(&self, p: u64) -> Option<u64> {
         self.device.get(&p).copied()
