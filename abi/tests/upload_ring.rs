@@ -7,26 +7,13 @@
 
 use cudart::api::{memory::*, streams::*};
 use cudart::types::memcpy_kind;
-use cudart::CudaError;
 use macuda_tests::KernelWorld;
 use std::ffi::c_void;
 use std::time::Duration;
 
-fn ok(e: CudaError) {
-    assert_eq!(e, CudaError::SUCCESS, "{e}");
-}
-
-/// Syncs the submit actor took, through its mailbox or as sync points.
-fn syncs() -> u64 {
-    let rt = cudart::runtime::started().unwrap();
-    let mailbox = rt
-        .actor_snapshots()
-        .into_iter()
-        .find(|a| a.name == "submit")
-        .and_then(|a| a.per_kind.get("synchronize").copied())
-        .unwrap_or(0);
-    mailbox + rt.call(|st| st.submit.stats()).unwrap().caller_syncs
-}
+#[path = "support/actor_syncs.rs"]
+mod actor_syncs;
+use actor_syncs::{ok, syncs};
 
 #[test]
 fn small_uploads_return_at_once_and_land_as_they_were_at_the_call() {

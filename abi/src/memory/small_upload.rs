@@ -22,13 +22,14 @@ pub const INLINE_UPLOAD_MAX: u64 = 64 << 10;
 /// starts it). True when it was written so; false where another way must
 /// carry it (not idle, too large, or no CPU window on that memory).
 pub(super) fn cpu_upload(rt: &Runtime, dst: End, src: End, bytes: u64) -> Result<bool, CudaError> {
+    // The knob first: every copy asks, and by default the answer is no.
+    if rt.knobs.small_uploads != SmallUploads::Cpu || bytes > INLINE_UPLOAD_MAX {
+        return Ok(false);
+    }
     let (End::Device(d), Some(host)) = (dst, src.host()) else {
         return Ok(false);
     };
-    if rt.knobs.small_uploads != SmallUploads::Cpu
-        || bytes > INLINE_UPLOAD_MAX
-        || !rt.idle_since_sync()
-    {
+    if !rt.idle_since_sync() {
         return Ok(false);
     }
     let Some(window) = device_window(rt, d)? else {
